@@ -594,6 +594,36 @@ def test_ranks_that_planned_other_stage_counts_or_build_other_stages_are_refused
             f"{1 - rank} asked for stage 0, this rank (rank {rank}) for 0")
 
 
+def test_ranks_whose_copies_of_a_shared_parameter_differ_are_refused_on_every_rank(tmp_path):
+    """Each rank builds its own model; seeded with its rank before building it, the ranks' copies of a tied weight
+    (held by stages 0 and 2) differ, and the holders trained apart from the first step (5.15 apart after three SGD
+    steps), the exchange summing their gradients, not their values. build_stage compares digests of the values of
+    the tensors several stages hold among their holders and refuses on every rank, naming the tensor and the
+    ranks; models made alike build."""
+    tokens = torch.randint(0, 24, (2, 5), generator=torch.Generator().manual_seed(1))
+    plans = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        plans.append(plan_pipeline(TiedClassifier(), (tokens,), devices="epyc-7763:3", stages=3,
+                                   microbatches=MICROBATCHES))
+    assert [pp.shared_parameters for pp in plans] == [{"wte.weight": (0, 2)}] * 2
+    for chosen, expected in (([0, 0, 0], "built"), ([0, 1, 1], "refused")):
+        assert _run_ranks(_build_or_refuse, ([plans[k] for k in chosen], str(tmp_path)), 3, timeout=120) == [0] * 3
+        said = [(tmp_path / f"rank{rank}.txt").read_text() for rank in range(3)]
+        if expected == "built":
+            assert said == ["built"] * 3
+            continue
+        where = ["rank 2 than on this rank", "rank 2 than on rank 0 (this rank, rank 1, holds none of it)",
+                 "rank 0 than on this rank"]
+        assert said == [
+            f"model holds other values of 'wte.weight' on {where[rank]}: stages 0 and 2 each hold a copy of that one "
+            "tensor of the model, and copies that start apart train apart (a step adds the same gradient to each). "
+            "Every process planned its own model, and these were made apart (a rank-dependent seed before the model "
+            "was built, or other weights loaded): seed every rank alike before building the model (and apart, for "
+            "dropout, only after it), or load the same weights into it on every rank before plan_pipeline"
+            for rank in range(3)]
+
+
 def _two_stage_mlp():
     """An MLP, a batch ``x`` with targets ``y``, and its 2-stage plan of MICROBATCHES micro-batches."""
     torch.manual_seed(0)

@@ -132,6 +132,20 @@ class Partition:
         return {name: tuple(stages) for name, stages in out.items()}
 
 
+def shared_tensors(part: Partition) -> dict[str, tuple[tuple[int, ...], Any]]:
+    """Per tensor that two or more stages of ``part`` read (canonical name, in name order): those stages and the
+    tensor each copies (:func:`stage_module`)."""
+    import torch
+
+    targets = {name: target for target, name in reversed(tuple(part.canonical.items()))}
+    out = {}
+    for name, stages in sorted(part.holders().items()):
+        value = _attribute(part.root, targets[name]) if len(stages) > 1 else None
+        if isinstance(value, torch.Tensor):
+            out[name] = (stages, value)
+    return out
+
+
 def random_operators(part: Partition) -> dict[int, tuple[str, ...]]:
     """Per stage that draws random numbers, the operators that draw them (sorted, unique): those torch tags
     ``nondeterministic_seeded`` (dropout in training, ``rand_like``, ``bernoulli``), but for one whose dropout

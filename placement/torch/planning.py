@@ -258,6 +258,16 @@ class PipelinePlan:
         return [("schedule", (SCHEDULES.index(self.default_schedule),)), ("microbatches", (self.microbatches,)),
                 ("stages", (self.num_stages,)), ("plan", tuple(hashlib.sha256(plan.encode()).digest()))]
 
+    def shared_values(self, stage_index: int) -> list[tuple[str, tuple[int, ...], tuple[int, ...]]]:
+        """Per tensor that two or more stages hold (:meth:`placement.torch.partition.Partition.holders`: tied
+        parameters, buffers read by several stages), in name order, for :func:`first_disagreement`: its name, a
+        SHA-256 digest of the values stage ``stage_index`` holds (:func:`tensor_digest`; zeros where that stage holds
+        none of it) and the stages holding it, whose ranks must hold equal values."""
+        from placement.torch.partition import shared_tensors
+
+        return [(name, tensor_digest(tensor) if stage_index in holders else (0,) * 4, holders)
+                for name, (holders, tensor) in shared_tensors(self.partition).items()]
+
     def stage_module(self, stage_index: int, device: Any = None) -> Any:
         """Stage ``stage_index`` as a ``torch.fx.GraphModule`` with its own copies of its tensors (on
         ``device``); its ``state_dict`` keys are the model's, so ``module.load_state_dict(full,
@@ -291,7 +301,8 @@ class PipelinePlan:
         must have :attr:`num_stages` ranks, one per stage (torch's ``PipelineStage`` refuses a larger
         group); this process must be that rank. Every rank of the group calls it: before any check one rank alone
         could fail, the ranks gather their plans' settings (:meth:`shared_settings`) and stage indices and refuse
-        together where they differ.
+        together where they differ; then the holders of each tensor several stages hold compare digests of its
+        values (:meth:`shared_values`), and every rank refuses where they differ.
         """
         import torch
         import torch.distributed as dist
@@ -351,6 +362,22 @@ class PipelinePlan:
         if rank != stage_index:
             raise InvalidParameterError("stage_index", f"{stage_index} runs on rank {stage_index} of the group; this "
                                                        f"process is rank {rank}")
+        shared = self.shared_values(stage_index)
+        differing = first_disagreement(shared, device, group) if shared else None
+        if differing is not None:
+            name, other, _ = differing
+            holders = dict((n, h) for n, _, h in shared)[name]
+            ours = rank if rank in holders else holders[0]
+            listed = ", ".join(map(str, holders[:-1])) + f" and {holders[-1]}"
+            where = "this rank" if ours == rank else f"rank {ours} (this rank, rank {rank}, holds none of it)"
+            raise InvalidParameterError("model", f"holds other values of {name!r} on rank {other} than on {where}: "
+                                                 f"stages {listed} each hold a copy of that one tensor of the model, "
+                                                 "and copies that start apart train apart (a step adds the same "
+                                                 "gradient to each). Every process planned its own model, and these "
+                                                 "were made apart (a rank-dependent seed before the model was built, "
+                                                 "or other weights loaded): seed every rank alike before building the "
+                                                 "model (and apart, for dropout, only after it), or load the same "
+                                                 "weights into it on every rank before plan_pipeline")
         module = self.stage_module(stage_index, device)
         note = random_state_note(self.partition, stage_index, device, group)
         if note is not None:
@@ -470,27 +497,43 @@ def gradient_dtype(grads: list[Any], device: Any, group: Any) -> Any:
 NOT_AN_INDEX = -(2 ** 62)
 
 
-def first_disagreement(settings: Sequence[tuple[str, Sequence[int]]], device: Any,
-                       group: Any) -> tuple[str, int, tuple[int, ...]] | None:
+def first_disagreement(settings: Sequence[tuple[str, Sequence[int]] | tuple[str, Sequence[int], Sequence[int]]],
+                       device: Any, group: Any) -> tuple[str, int, tuple[int, ...]] | None:
     """The first of ``settings`` (each its name and the integers that stand for this rank's value) on which a rank
     of ``group`` differs from this one: its name, the first such rank and that rank's integers; ``None`` where every
-    rank's are this rank's. Gathered on ``device``, the stage's (a tensor collective runs on any backend); every
-    rank of the group calls it, with the same names and as many integers for each."""
+    rank's are this rank's. A setting with a third entry, ranks of the group, is compared among those ranks alone
+    (the others' integers are not read): with this rank's where it is one of them, else with the first one's.
+    Gathered on ``device``, the stage's (a tensor collective runs on any backend); every rank of the group calls
+    it, with the same names and as many integers for each."""
     import torch
     import torch.distributed as dist
 
-    mine = torch.tensor([code for _, codes in settings for code in codes], dtype=torch.int64, device=device)
-    everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
+    mine = torch.tensor([code for _, codes, *_ in settings for code in codes], dtype=torch.int64, device=device)
+    size, rank = dist.get_world_size(group), dist.get_rank(group)
+    everyone = [torch.empty_like(mine) for _ in range(size)]
     dist.all_gather(everyone, mine, group=group)
     start = 0
-    for name, codes in settings:
+    for name, codes, *among in settings:
         end = start + len(codes)
-        other = next((k for k, theirs in enumerate(everyone) if not torch.equal(theirs[start:end], mine[start:end])),
-                     None)
+        ranks = [k for k in among[0] if k < size] if among else list(range(size))
+        ours = rank if rank in ranks or not ranks else ranks[0]
+        other = next((k for k in ranks if not torch.equal(everyone[k][start:end], everyone[ours][start:end])), None)
         if other is not None:
             return name, other, tuple(int(code) for code in everyone[other][start:end].tolist())
         start = end
     return None
+
+
+def tensor_digest(tensor: Any) -> tuple[int, ...]:
+    """A SHA-256 digest of ``tensor``'s data type, shape and bytes, as four signed 64-bit integers; a tensor on the
+    meta device, which holds no values, digests its type and shape alone."""
+    import hashlib
+
+    import torch
+
+    data = b"" if tensor.is_meta else tensor.detach().cpu().contiguous().flatten().view(torch.uint8).numpy().tobytes()
+    digest = hashlib.sha256(repr((str(tensor.dtype), tuple(tensor.shape))).encode() + data).digest()
+    return tuple(int.from_bytes(digest[k:k + 8], "little", signed=True) for k in range(0, 32, 8))
 
 
 def gathered_digests(data: bytes, device: Any, group: Any) -> tuple[Any, list[Any]]:
