@@ -39,7 +39,7 @@ from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 import placement  # noqa: E402
-from placement.torch import RandomStateWarning, plan_pipeline  # noqa: E402
+from placement.torch import AccumulatedGradientWarning, RandomStateWarning, plan_pipeline  # noqa: E402
 from tests.test_torch_pipelining import _free_port, _relative  # noqa: E402
 
 TOLERANCE = 1e-4
@@ -706,6 +706,52 @@ def test_the_last_rank_s_step_without_target_is_refused_before_it_runs(tmp_path)
     with torch.no_grad():
         expected = float(loss_fn(model(x), y))
     assert abs(sum(report["losses"]) - expected) <= TOLERANCE * expected
+
+
+def _accumulate_scaled(rank: int, port: int, pp, x, y, out_dir: str) -> None:
+    """Rank ``rank`` of 2: three steps of ``x`` under scale_grads=True with a mean loss: the first on no gradient,
+    the second on the first's, the third on gradients zeroed in place; saves the AccumulatedGradientWarnings each
+    step gave and the gradients after the second and the third."""
+    _join_group(rank, 2, port)
+    try:
+        stage = pp.build_stage(rank, torch.device("cpu"))
+        sched = pp.schedule(stage, F.mse_loss, scale_grads=True)
+        said, grads = [], []
+        for k in range(3):
+            if k == 2:
+                stage.submod.zero_grad(set_to_none=False)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                sched.step(x) if rank == 0 else sched.step(target=y)
+            said.append([str(w.message) for w in caught if issubclass(w.category, AccumulatedGradientWarning)])
+            grads.append({k: p.grad.detach().clone() for k, p in stage.submod.named_parameters()})
+        torch.save({"said": said, "grads": grads[1:]}, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_a_scaled_step_that_begins_with_accumulated_gradients_is_warned_on_every_rank(tmp_path):
+    """With scale_grads=True torch divides every gradient a stage holds at the end of each step, the earlier steps'
+    too: two steps of a mean loss without zeroing leave g / M + g (1.25 g at M = 4), not the model's 2 g, and
+    nothing said so. Each rank warns at a step that begins with a non-zero gradient; not at the first step, nor
+    after the gradients are zeroed, where the gradients are the unsplit model's."""
+    model, x, y, pp = _two_stage_mlp()
+    F.mse_loss(model(x), y).backward()
+    expected = {name: p.grad for name, p in model.named_parameters()}
+    assert _run_ranks(_accumulate_scaled, (pp, x, y, str(tmp_path)), 2, timeout=120) == [0, 0]
+    reports = [torch.load(tmp_path / f"rank{rank}.pt") for rank in range(2)]
+    for rank, report in enumerate(reports):
+        names = ", ".join(map(repr, report["grads"][0]))
+        assert report["said"] == [[], [
+            f"stage {rank}: step() with scale_grads=True begins with gradients its parameters hold from earlier steps "
+            f"({names}): torch divides every gradient a stage holds by the number of micro-batches (4) at the end of "
+            "each step, those of earlier steps again, so gradients accumulated over several steps are not the "
+            "model's; zero the gradients before each step (optimizer.zero_grad()), or use scale_grads=False and "
+            "divide the loss in loss_fn"], []]
+        twice, zeroed = report["grads"]
+        for name, grad in twice.items():
+            assert _relative(twice[name], 1.25 * expected[name]) <= TOLERANCE
+            assert _relative(zeroed[name], expected[name]) <= TOLERANCE
 
 
 class SparseTables(nn.Module):

@@ -9,7 +9,8 @@ from placement.torch.planning import (CustomGradientWarning, OutputBatchWarning,
                                      UninitialisedStateWarning, UnprovenPlanWarning, plan_pipeline)
 from placement.torch.relays import RelayWarning
 from placement.torch.repeated_reads import RepeatedReadWarning
+from placement.torch.schedules import AccumulatedGradientWarning
 
-__all__ = ["CustomGradientWarning", "OutputBatchWarning", "PipelinePlan", "RandomStateWarning", "RelayWarning",
-           "RepeatedReadWarning", "SampleMixingWarning", "SequenceFirstWarning", "TrainingModeWarning",
-           "UninitialisedStateWarning", "UnprovenPlanWarning", "plan_pipeline"]
+__all__ = ["AccumulatedGradientWarning", "CustomGradientWarning", "OutputBatchWarning", "PipelinePlan",
+           "RandomStateWarning", "RelayWarning", "RepeatedReadWarning", "SampleMixingWarning", "SequenceFirstWarning",
+           "TrainingModeWarning", "UninitialisedStateWarning", "UnprovenPlanWarning", "plan_pipeline"]

@@ -23,11 +23,15 @@ schedule is torch's own class, unwrapped:
 With ``scale_grads``,
 torch divides every gradient a stage holds by the number of micro-batches at the end of each
 step, those accumulated in earlier steps included; the shared parameters' earlier gradients are
-divided alike, so that every parameter of the model accumulates the same way.
+divided alike, so that every parameter of the model accumulates the same way. Gradients accumulated
+over several steps so are not the model's: every stage's schedule with ``scale_grads`` and a
+``loss_fn`` warns (:class:`AccumulatedGradientWarning`) at a step that begins with a non-zero gradient
+in one of its stage's parameters, rather than raise, which would leave the other stages waiting.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 from placement.errors import InvalidParameterError, PlacementError
@@ -36,6 +40,43 @@ from placement.parameters import integer, one_of
 SCHEDULES = ("gpipe", "1f1b")
 #: the keywords of torch's ``step`` that are no inputs of the model
 STEP_KEYWORDS = ("target", "losses", "return_outputs", "loss_kwargs")
+
+
+class AccumulatedGradientWarning(UserWarning):
+    """A step of a schedule with ``scale_grads=True`` begins with gradients its stage's parameters hold from earlier
+    steps: torch divides those by the number of micro-batches again at the end of the step."""
+
+
+class WarnsScaledAccumulation:
+    """Mixin for a torch schedule with ``scale_grads`` and a ``loss_fn``: ``step`` warns
+    (:class:`AccumulatedGradientWarning`) where a parameter of its stage holds a non-zero gradient before it."""
+
+    def step(self, *args: Any, **kwargs: Any) -> Any:
+        stage = getattr(self, "_stage", None)
+        if getattr(self, "scale_grads", False) and getattr(self, "_has_backward", False) and stage is not None:
+            held = accumulated_gradients(stage.submod)
+            if held:
+                count = getattr(self, "_n_microbatches", 1)
+                more = f" and {len(held) - 3} more" if len(held) > 3 else ""
+                warnings.warn(f"stage {stage.stage_index}: step() with scale_grads=True begins with gradients its "
+                              f"parameters hold from earlier steps ({', '.join(map(repr, held[:3]))}{more}): torch "
+                              f"divides every gradient a stage holds by the number of micro-batches ({count}) at the "
+                              "end of each step, those of earlier steps again, so gradients accumulated over several "
+                              "steps are not the model's; zero the gradients before each step "
+                              "(optimizer.zero_grad()), or use scale_grads=False and divide the loss in loss_fn",
+                              AccumulatedGradientWarning, stacklevel=2)
+        return super().step(*args, **kwargs)  # type: ignore[misc]
+
+
+def accumulated_gradients(module: Any) -> list[str]:
+    """The names of ``module``'s parameters that hold a gradient with a non-zero element (a sparse gradient: a
+    non-zero stored value)."""
+    held = []
+    for name, parameter in module.named_parameters():
+        grad = parameter.grad
+        if grad is not None and bool((grad._values() if grad.is_sparse else grad).any()):
+            held.append(name)
+    return held
 
 
 class SumsSharedGradients:
@@ -144,7 +185,8 @@ def make_schedule(stage: Any, loss_fn: Callable | None, schedule: str, microbatc
                                                f"forward-only schedule, not {type(loss_fn).__name__}")
     base = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule]
     sharing = exchange is not None and bool(exchange.entries)
-    mixins = ((ChecksTarget,) if stage.stage_index == stage.num_stages - 1 else ()) + (
+    scaled = scale_grads is True and loss_fn is not None
+    mixins = ((WarnsScaledAccumulation,) if scaled else ()) + ((ChecksTarget,) if stage.stage_index == stage.num_stages - 1 else ()) + (
         (RaisesInputErrors,) if stage.stage_index == 0 else ()) + ((SumsSharedGradients,) if sharing else ())
     if not mixins:
         return base(stage, microbatches, loss_fn=loss_fn, scale_grads=scale_grads)
