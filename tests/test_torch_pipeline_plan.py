@@ -1515,6 +1515,41 @@ def test_as_strided_shares_a_stage_with_the_memory_it_reads(offset):
         "of 'linear_1')")
 
 
+class InputStrided(nn.Module):
+    """``as_strided`` that interleaves each sample's 8 features, applied to the model's input (``how="input"``), to a
+    transposed view of it (``"view"``) or to a contiguous copy of it made in forward (``"copy"``), added to a branch
+    of linear layers."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+        self.how = how
+
+    def forward(self, x):
+        h = self.b(self.a(x).relu()).relu()
+        y = {"input": x, "view": x.t(), "copy": x.clone(memory_format=torch.contiguous_format)}[self.how]
+        return self.c(h + torch.as_strided(y, (x.shape[0], 4, 2), (8, 1, 4)).flatten(1))
+
+
+def test_as_strided_of_a_model_input_is_refused_and_of_a_copy_made_in_forward_computes_the_model():
+    # the input as a slice of a wider tensor (storage offset 1): a plan that put as_strided on stage 1 gave outputs
+    # 1.07 away from the model's, as that stage receives a dense copy of the input; stage 0 receives micro-batches
+    # as views of the step's batch, at other offsets
+    torch.manual_seed(0)
+    x = torch.randn(2, 10)[:, 1:9]
+    for how in ("input", "view"):
+        with pytest.raises(placement.InvalidParameterError) as error:
+            plan_pipeline(InputStrided(how), (x,), devices="h100:4", stages=2, granularity="operator")
+        assert (error.value.parameter, str(error.value)) == ("model", (
+            "model applies as_strided to its input 'x' (operator 'as_strided'), which reads the input's memory by "
+            "storage offset and strides: the pipeline gives each stage its micro-batches as views of the step's batch "
+            "(stage 0) or as dense copies of their values (a later stage), which keep neither, so it would read other "
+            "elements than in the model; apply it to a contiguous copy made in forward (x.clone(memory_format="
+            "torch.contiguous_format)), or use view operators (view, transpose, unfold, slicing)"))
+    for stages in (2, 3, 4):
+        assert_stages_compute(InputStrided("copy"), x, stages, devices="h100:4")
+
+
 class Rotary(nn.Module):
     """Rotary position embeddings as recent decoder models compute them: under torch.no_grad and an
     autocast that turns itself off, from a buffer and the positions (no value there needs a

@@ -729,7 +729,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
                                                 repeated_reads_note, state_kinds)
     from placement.torch.sample_mixing import mixing_note, runs_following_batch, sample_runs
     from placement.torch.sharing import charge_gradient_exchange
-    from placement.torch.state import keep_written_buffers_together, shared_storage, together_note, written_state
+    from placement.torch.state import (input_storage_reads, keep_written_buffers_together, shared_storage,
+                                       together_note, written_state)
 
     torch = require_torch()
     check_module(model)
@@ -780,6 +781,17 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     names = canonical_names(model)
     aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
     check_program_outputs(imported.source, aliases)   # before solving: a refusal takes no search
+    strided = input_storage_reads(imported.source)
+    if strided:
+        operator, node, name = strided[0]
+        raise InvalidParameterError("model", f"applies {operator} to its input {name!r} (operator {node!r}), which "
+                                             "reads the input's memory by storage offset and strides: the pipeline "
+                                             "gives each stage its micro-batches as views of the step's batch (stage "
+                                             "0) or as dense copies of their values (a later stage), which keep "
+                                             "neither, so it would read other elements than in the model; apply it "
+                                             f"to a contiguous copy made in forward ({name}.clone(memory_format="
+                                             "torch.contiguous_format)), or use view operators (view, transpose, "
+                                             "unfold, slicing)")
     if microbatches > 1 and batch is not None:
         runs = sample_runs(model, args, kwargs, batch, imported.graph.graph.total_flops,
                            len(user_outputs(imported.source)))

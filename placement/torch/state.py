@@ -200,6 +200,25 @@ def storage_views(program: Any) -> dict[str, set[str]]:
     return {nodes[members[0]].name: {nodes[i].name for i in members} for members in groups.values()}
 
 
+def input_storage_reads(program: Any) -> list[tuple[str, str, str]]:
+    """Per operator of the exported ``program`` that reads the memory of a model input by storage offset and strides
+    (:data:`placement.torch.contiguity.READS_STORAGE`), of the input itself or of a view of it: the operator's schema
+    name, the node's name and the input's name (its argument of ``forward``). A pipeline gives each stage its
+    micro-batches as views of the step's batch (stage 0) or as dense copies of their values (a later stage), so what
+    such an operator reads there is not what it reads in the model."""
+    from placement.torch.contiguity import alias_sources, storage_read
+
+    inputs = {spec.arg.name for spec in program.graph_signature.input_specs
+              if spec.kind.name == "USER_INPUT" and getattr(spec.arg, "name", None) is not None}
+    found = []
+    for node in program.graph.nodes:
+        value = storage_read(node)
+        root = alias_sources(value)[-1] if value is not None else None
+        if root is not None and root.op == "placeholder" and root.name in inputs:
+            found.append((node.target._schema.name.split("::")[-1], node.name, str(root.target)))
+    return found
+
+
 def received_writes(program: Any, pg: Any) -> list[tuple[int, int]]:
     """The pairs ``(u, v)`` of forward nodes of ``pg`` (imported from ``program``) where an operator of
     ``v`` writes in place into a floating-point activation an operator of ``u`` computes, or into a value
