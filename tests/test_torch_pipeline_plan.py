@@ -1550,6 +1550,30 @@ def test_as_strided_of_a_model_input_is_refused_and_of_a_copy_made_in_forward_co
         assert_stages_compute(InputStrided("copy"), x, stages, devices="h100:4")
 
 
+class Windows(nn.Module):
+    """``as_strided`` straight on a linear layer's output (contiguous, at storage offset 0, owning its memory): each
+    sample's 16 features read as 4 windows of 4."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 16), nn.Linear(16, 8)
+
+    def forward(self, x):
+        return self.b(torch.as_strided(self.a(x), (x.shape[0], 4, 4), (16, 4, 1)).relu().flatten(1))
+
+
+def test_as_strided_of_a_value_owning_its_dense_memory_may_begin_a_stage():
+    # a later stage receives such a value contiguous, in memory laid out as the model's: a boundary before
+    # as_strided computes the model, and the plan of 5 stages, one operator each, was refused for want of parts
+    torch.manual_seed(0)
+    model, x = Windows(), torch.randn(2, 8)
+    pp = plan_pipeline(model, (x,), devices="h100:5", stages=5, granularity="operator")
+    assert "storage_views" not in pp.instance["about"]
+    assert [[n.name for n in stage.nodes] for stage in pp.partition.stages] == [
+        ["linear"], ["as_strided"], ["relu"], ["flatten"], ["linear_1"]]
+    assert_stages_compute(model, x, 5, devices="h100:5")
+
+
 class Rotary(nn.Module):
     """Rotary position embeddings as recent decoder models compute them: under torch.no_grad and an
     autocast that turns itself off, from a buffer and the positions (no value there needs a

@@ -173,12 +173,33 @@ def written_activations(program: Any) -> dict[str, set[str]]:
             for key, names in groups.items()}
 
 
+def _owns_dense_memory(value: Any) -> bool:
+    """Whether the FX ``value`` is computed by an operator into memory of its own that it fills exactly: no view or
+    in-place result of another value (:func:`placement.torch.contiguity.alias_sources`), traced contiguous, at
+    storage offset 0 and with a storage of its own size. A later stage receives it as a contiguous tensor of its
+    own, memory laid out as the model's, so what reads that memory by offset and strides reads the same elements."""
+    import torch
+
+    from placement.torch.contiguity import alias_sources
+
+    example = value.meta.get("val")
+    if value.op != "call_function" or len(alias_sources(value)) > 1 or not isinstance(example, torch.Tensor):
+        return False
+    try:
+        size = example.untyped_storage().nbytes()
+    except (NotImplementedError, RuntimeError):   # a tensor without storage: not known
+        return False
+    return (example.is_contiguous() and example.storage_offset() == 0
+            and size == example.numel() * example.element_size())
+
+
 def storage_views(program: Any) -> dict[str, set[str]]:
     """Per group of operators of the exported ``program`` that must share a stage because one of them reads
     memory by storage offset and strides (module docstring; named by its first operator in program order), the
     names of the operators: each such reader, and the operators that make the value it reads from the memory of
     another (views, in-place results: :func:`placement.torch.contiguity.alias_sources`) back to the operator that
-    computes that memory, where one does."""
+    computes that memory, where one does. A reader of a value that owns its dense memory (:func:`_owns_dense_memory`)
+    needs no group: a later stage receives that memory as the model lays it out."""
     from placement.torch.contiguity import alias_sources, storage_read
 
     nodes = list(program.graph.nodes)
@@ -187,7 +208,7 @@ def storage_views(program: Any) -> dict[str, set[str]]:
     grouped: set[int] = set()
     for node in nodes:
         value = storage_read(node)
-        if value is None:
+        if value is None or _owns_dense_memory(value):
             continue
         for source in alias_sources(value):
             made = _operator_of(source)
