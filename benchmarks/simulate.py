@@ -14,8 +14,9 @@
 3. Scale: ``placement simulate`` of the DP plan of the published BERT-L-12 training graph
    (``OperatorGraphs/bert_L-12_training.json`` under ``--instances``; 7 devices) with
    ``--scale-microbatches`` micro-batches (default 10^6; figures only, so the run streams) and, as the
-   baseline, the same command with ``--trace`` (the event engine with its task table) at ``--baseline-microbatches`` (default 10^5): wall time and peak memory of
-   each process (medians of ``--repeat``), and tasks per second.
+   baseline, the same command with ``--trace`` (the event engine with its task table) at
+   ``--baseline-microbatches`` (default 10^5): wall time and peak memory of each process (medians of
+   ``--repeat``), and tasks per second.
 
 ``--only-scale`` runs part 3 alone. A part not run (by that option, or without the published
 instances) keeps the rows of the JSON file, each with the machine it ran on.

@@ -966,14 +966,20 @@ def test_a_negative_dimension_is_refused():
                               "declare that dimension symbolic (a name, fixed with dims) or give its size")
     bounds = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("s", [1]), ("e", [100]), ("a", [0]))]
     sliced = _graph([helper.make_node("Slice", ["x", "s", "e", "a"], ["y"])], [("x", [-1, 3])], ["y"], bounds)
-    script = ("import sys, onnx\nfrom placement.io.onnx_import import graph_from_onnx\n"
-              "graph_from_onnx(onnx.load_from_string(sys.stdin.buffer.read()), 'sliced')\n")
-    child = subprocess.run([sys.executable, "-c", script], input=sliced.SerializeToString(), capture_output=True,
-                           timeout=120)
-    assert child.returncode == 1, child.stderr   # the refusal raised, where the process was aborted (-6)
-    assert child.stderr.decode().splitlines()[-1].endswith(
+    assert refusal_in_a_child(sliced, "sliced").endswith(
         "sliced: tensor 'x' is declared with the shape [-1, 3], with a negative dimension; declare that dimension "
         "symbolic (a name, fixed with dims) or give its size")
+
+
+def refusal_in_a_child(model, name: str) -> str:
+    """The last line of standard error of a child process that imports ``model`` as ``name``, after checking that
+    the import was refused (status 1): onnx's shape inference aborts the whole process on some graphs."""
+    script = ("import sys, onnx\nfrom placement.io.onnx_import import graph_from_onnx\n"
+              f"graph_from_onnx(onnx.load_from_string(sys.stdin.buffer.read()), {name!r})\n")
+    child = subprocess.run([sys.executable, "-c", script], input=model.SerializeToString(), capture_output=True,
+                           timeout=120)
+    assert child.returncode == 1, child.stderr   # the refusal raised, where the process was aborted (-6)
+    return child.stderr.decode().splitlines()[-1]
 
 
 def _split_model(shape, parts, opset, sizes=None, attribute=False, sliced=False):
@@ -1005,13 +1011,7 @@ def test_a_split_into_more_parts_than_its_axis_holds_is_refused():
     process (a failed assertion). Refused before inference, as are part sizes that do not sum to the axis's
     size or are negative, parts of ceil(5 / 4) = 2 elements that leave the last -1, and, before opset 18
     (equal parts), a size that is no multiple of the parts."""
-    script = ("import sys, onnx\nfrom placement.io.onnx_import import graph_from_onnx\n"
-              "graph_from_onnx(onnx.load_from_string(sys.stdin.buffer.read()), 'split')\n")
-    model = _split_model(["batch", 1, 4], 3, 18, sliced=True)
-    child = subprocess.run([sys.executable, "-c", script], input=model.SerializeToString(), capture_output=True,
-                           timeout=120)
-    assert child.returncode == 1, child.stderr   # the refusal raised, where the process was aborted (-6)
-    assert child.stderr.decode().splitlines()[-1].endswith(
+    assert refusal_in_a_child(_split_model(["batch", 1, 4], 3, 18, sliced=True), "split").endswith(
         "split: node 'split' (Split) splits axis 1 of tensor 'x', of shape ['batch', 1, 4], into 3 parts of 1 "
         "element but the last, which holds the rest, -1 elements; give the part sizes")
     where = "split: node 'split' (Split) splits axis 1 of tensor 'x', of shape [2, {}, 4], into "

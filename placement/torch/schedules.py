@@ -186,8 +186,9 @@ def make_schedule(stage: Any, loss_fn: Callable | None, schedule: str, microbatc
     base = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule]
     sharing = exchange is not None and bool(exchange.entries)
     scaled = scale_grads is True and loss_fn is not None
-    mixins = ((WarnsScaledAccumulation,) if scaled else ()) + ((ChecksTarget,) if stage.stage_index == stage.num_stages - 1 else ()) + (
-        (RaisesInputErrors,) if stage.stage_index == 0 else ()) + ((SumsSharedGradients,) if sharing else ())
+    mixins = (((WarnsScaledAccumulation,) if scaled else ())
+              + ((ChecksTarget,) if stage.stage_index == stage.num_stages - 1 else ())
+              + ((RaisesInputErrors,) if stage.stage_index == 0 else ()) + ((SumsSharedGradients,) if sharing else ()))
     if not mixins:
         return base(stage, microbatches, loss_fn=loss_fn, scale_grads=scale_grads)
     wrapped = type(base.__name__, (*mixins, base), {"__module__": __name__})
