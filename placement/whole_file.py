@@ -17,13 +17,72 @@ from placement.errors import unwritable
 SCRATCH_STEM = 64
 
 
+def standard_stream(path: str | Path) -> int | None:
+    """1 or 2 where ``path`` names the file the process's standard output or error is open on
+    (``/dev/stdout``, the file or pipe they are redirected to), else ``None``."""
+    try:
+        target = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    for fd in (1, 2):
+        try:
+            opened = os.fstat(fd)
+        except OSError:
+            continue
+        if (opened.st_dev, opened.st_ino) == (target.st_dev, target.st_ino):
+            return fd
+    return None
+
+
+@contextlib.contextmanager
+def on_standard_stream(fd: int, binary: bool = False) -> Iterator[IO[Any]]:
+    """A file to write on the process's standard output (``fd`` 1) or error (2) after what Python printed there:
+    a copy of the descriptor, which shares its position in a file it is redirected to (opening the file's name
+    anew wrote from its start, over the summary). A reader that stopped reading (``| head``) ends the writing
+    as it ends standard output's, with no error."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    fh = os.fdopen(os.dup(fd), "wb" if binary else "w", encoding=None if binary else "utf-8")
+    try:
+        yield fh
+        fh.close()
+    except BrokenPipeError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):   # what a reader that left did not take
+            fh.close()
+
+
+@contextlib.contextmanager
+def appending(path: str | Path) -> Iterator[IO[Any]]:
+    """``path`` opened to append text to (a log): :func:`on_standard_stream` where it is the process's standard
+    output or error, so that what is appended and what Python prints there stay in order."""
+    fd = standard_stream(path)
+    if fd is not None:
+        with on_standard_stream(fd) as fh:
+            yield fh
+        return
+    with open(path, "a", encoding="utf-8") as fh:
+        yield fh
+
+
 @contextlib.contextmanager
 def replacing(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
     """A text file (a binary one where ``binary``: a chart) to write ``path``'s new content into: a scratch
     file beside it, renamed onto ``path`` when the block ends normally (with the permissions of the file it
-    replaces) and removed when it raises. Where ``path`` is no regular file (a pipe, ``/dev/stdout``, a
-    symbolic link), it is written directly. Raises :class:`OSError` as :func:`open` would."""
+    replaces) and removed when it raises. Where ``path`` is the process's standard output or error
+    (``/dev/stdout``), it is written there, after what was printed (:func:`on_standard_stream`); where it is
+    another file that is no regular file (a pipe, a device, a symbolic link), it is written directly. Raises
+    :class:`OSError` as :func:`open` would."""
     path = os.fspath(path)
+    fd = standard_stream(path)
+    if fd is not None:
+        with on_standard_stream(fd, binary) as fh:
+            yield fh
+        return
     try:
         mode = os.lstat(path).st_mode
         special = not stat.S_ISREG(mode)   # a link, too, is written through, not replaced

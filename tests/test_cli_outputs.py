@@ -315,3 +315,47 @@ def test_a_file_name_under_a_locale_that_is_not_utf8_names_the_instance_as_writt
     assert proc.returncode == 0, proc.stderr
     assert json.loads(plan.read_text())["instance"] == "ünï模型"
     assert placement.verify(str(instance), str(plan)).notes == ()
+
+
+def test_standard_output_named_as_an_output_file_is_written_after_what_was_printed(tmp_path):
+    """`placement solve ... --out /dev/stdout > file`: the name was opened anew, from the file's start, over
+    the summary (half a plan and half a summary; `>>` erased what the file held), and CP-SAT's log named
+    `--log /dev/stdout` was overwritten by the summary. Both now follow what was printed, and with `--json`
+    (one document on standard output) they are refused."""
+    out = tmp_path / "out.txt"
+    out.write_text("kept\n")
+    with open(out, "a") as fh:
+        done = subprocess.run([sys.executable, "-m", "placement", "solve", CHAIN4, "--out", "/dev/stdout"],
+                              stdout=fh, stderr=subprocess.PIPE, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    plan, end = json.JSONDecoder().raw_decode(text, len("kept\n"))
+    assert text.startswith("kept\n{") and plan["maxLoad"] == 7.5 and "max-load    7.500000" in text[end:]
+    with open(out, "w") as fh:
+        done = subprocess.run([sys.executable, "-m", "placement", "solve", CHAIN4, "--method", "milp",
+                               "--contiguity", "none", "--no-warm-start", "--log", "/dev/stdout", "--quiet"],
+                              stdout=fh, stderr=subprocess.PIPE, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    log, summary = out.read_text().split("\ninstance    chain4\n")
+    assert log.lstrip().startswith("Starting CP-SAT solver") and "status      optimal" in summary
+    for option in ("--out", "--log"):
+        done = subprocess.run([sys.executable, "-m", "placement", "solve", CHAIN4, option, "/dev/stdout", "--json"],
+                              capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert (done.returncode, done.stdout, done.stderr) == (
+            2, "", f"error: {option} /dev/stdout and --json both write on standard output, which would hold two "
+                   "documents; give another file, or leave out --json\n")
+
+
+def test_a_closed_pipe_behind_an_output_file_on_standard_output_keeps_the_exit_status(tmp_path):
+    # `--trace /dev/stdout | head -c 100`: the trace met the closed pipe, and the command exited 2 ("cannot be
+    # written: Broken pipe"), where a closed pipe behind standard output keeps the status
+    model = str(ROOT / "instances" / "models" / "bert-base-training.json")
+    plan = tmp_path / "plan.json"
+    assert main(["solve", model, "--out", str(plan), "--quiet"]) == 0
+    proc = subprocess.Popen([sys.executable, "-m", "placement", "simulate", model, str(plan), "--microbatches",
+                             "2000", "--trace", "/dev/stdout", "--quiet"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout.read(100)
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (0, b"")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from placement.cli.options import (add_output_options, check_writable, json_text, path_name, positive_int, print_json,
-                                  write_text)
+from placement.cli.options import (add_output_options, check_distinct, check_writable, json_text, path_name,
+                                  positive_int, print_json, write_text)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from placement.costmodel.network import network_file
 
     source = network_file(args.network)
+    check_distinct({"--out": args.out}, args.json)
     check_writable(args.out, (str(source) if source is not None else None,))
     result = placement.hypar(args.network, accelerators=args.accelerators, batch=args.batch, types=args.types)
     if args.out:

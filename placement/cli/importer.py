@@ -28,8 +28,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from placement.cli.options import (UsageError, add_output_options, check_not_input, check_writable, non_negative_int,
-                                   path_name, positive_byte_count, positive_int, print_json, write_text)
+from placement.cli.options import (UsageError, add_output_options, check_distinct, check_not_input, check_writable,
+                                   non_negative_int, path_name, positive_byte_count, positive_int, print_json,
+                                   write_text)
 from placement.costmodel.roofline import (DEFAULT_ACCELERATOR, DEFAULT_CPU, ELEMENT_BYTES, Platform, find_device,
                                           load_catalogue)
 from placement.errors import InvalidInstanceError, InvalidParameterError, PlacementError
@@ -222,6 +223,7 @@ def _dims(pairs: list[tuple[str, int]]) -> dict[str, int]:
 def run(args: argparse.Namespace) -> int:
     source = args.model.rpartition(":")[0]
     catalogues = tuple(d for d in args.devices if d.lower().endswith(".json"))
+    check_distinct({"--out": args.out}, args.json)
     check_writable(args.out, (args.model, source, *catalogues))   # before the model is traced (seconds, minutes)
     dims = _dims(args.dims)
     platform = platform_from_args(args.devices, args.accelerators, args.cpus, args.memory, args.link)

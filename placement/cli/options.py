@@ -391,11 +391,11 @@ def print_json(document: Any) -> None:
 def write_text(path: str, text: str, mode: str = "w") -> None:
     """Write ``text`` to ``path`` (``mode`` ``"a"`` appends); a failure is a one-line usage error
     naming the file."""
-    from placement.whole_file import replacing
+    from placement.whole_file import appending, replacing
 
     try:
         if mode == "a":
-            with open(path, mode, encoding="utf-8") as fh:
+            with appending(path) as fh:
                 fh.write(text)
         else:
             with replacing(path) as fh:   # whole or not at all
@@ -444,12 +444,18 @@ def write_plan_file(path: str | None, result: Any, quiet: bool) -> None:
     write_text(path, json_text(result.to_json()) + "\n")
 
 
-def check_distinct(outputs: dict[str, str | None]) -> None:
-    """Fail when two of the command's output files (option name → path) are one file."""
+def check_distinct(outputs: dict[str, str | None], json: bool = False) -> None:
+    """Fail when two of the command's output files (option name → path) are one file, or, where the command
+    prints one JSON document (``json``), one of them is its standard output."""
+    from placement.whole_file import standard_stream
+
     seen: dict[str, str] = {}
     for option, path in outputs.items():
         if path is None:
             continue
+        if json and standard_stream(path) == 1:
+            raise UsageError(f"{option} {path} and --json both write on standard output, which would hold two "
+                             "documents; give another file, or leave out --json")
         key = os.path.realpath(path)
         if key in seen:
             raise UsageError(f"{seen[key]} and {option} name the same file {path}; choose two names")

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     check_no_parallel_options(args)
     check_writable(args.trace, (args.instance, args.plan))   # or its outputs cannot be written
     check_writable(args.gantt, (args.instance, args.plan))
-    check_distinct({"--trace": args.trace, "--gantt": args.gantt})
+    check_distinct({"--trace": args.trace, "--gantt": args.gantt}, args.json)
     plan = read[0] if read else read_plan_file(args.plan)   # read once: for its record and itself; named
     other = made_for_another(plan, instance.name)
     result = placement.simulate(instance, plan, schedule=args.schedule,

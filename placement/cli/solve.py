@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     import placement
     from placement.report.solution import format_result
 
-    check_distinct({"--log": args.log, "--out": args.out})
+    check_distinct({"--log": args.log, "--out": args.out}, args.json)
     check_writable(args.log, (args.instance, args.split))
     check_writable(args.out, (args.instance, args.split))
     if args.split is not None:

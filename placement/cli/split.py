@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from placement.cli.options import (add_output_options, check_separate_streams, check_writable, input_path, path_name,
-                                   print_json, read_once, write_text)
+from placement.cli.options import (add_output_options, check_distinct, check_separate_streams, check_writable,
+                                   input_path, path_name, print_json, read_once, write_text)
 from placement.errors import InvalidInstanceError
 from placement.handoff import SPLIT_FORMATS
 
@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_separate_streams(args.instance, args.plan)
     source = read_once(args.instance, InvalidInstanceError, "instance")   # read for the instance and its layout
+    check_distinct({"--out": args.out}, args.json)
     check_writable(args.out, (args.instance, args.plan))
     done = split(source, args.plan, format=args.format)   # it reads the plan file once, after the instance
     if not args.quiet:

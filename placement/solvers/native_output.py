@@ -11,6 +11,8 @@ import sys
 import threading
 from collections.abc import Iterator
 
+from placement.whole_file import standard_stream
+
 #: File descriptor 1 is one per process: two solves in threads that each pointed it at their own log
 #: mixed their logs (HiGHS's bound, read from its log, came out as another run's) and restored it in
 #: the wrong order, leaving the caller's standard output in a deleted scratch file. The solves that
@@ -37,8 +39,11 @@ def stdout_to(target: str | int | None) -> Iterator[None]:
             saved: int | None = os.dup(1)
         except OSError:   # no file descriptor 1 (a daemon closed it): the solver's output still goes to target
             saved = None
-        fd = (os.dup(target) if isinstance(target, int)
-              else os.open(os.devnull if target is None else target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
+        stream = None if target is None or isinstance(target, int) else standard_stream(target)
+        if isinstance(target, int) or stream is not None:   # the caller's standard output: its position, shared
+            fd = os.dup(target if isinstance(target, int) else saved if stream == 1 and saved is not None else stream)
+        else:
+            fd = os.open(os.devnull if target is None else target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         if saved is not None:
             _CALLERS.append(saved)
         _HOLDER.append(threading.get_ident())

@@ -185,8 +185,10 @@ def append_log(path: str | None, text: str) -> None:
     ``/dev/full`` back never ends). A failed write is the error about the ``log`` parameter."""
     if path is None:
         return
+    from placement.whole_file import appending
+
     try:
-        with open(path, "a", encoding="utf-8") as fh:
+        with appending(path) as fh:
             fh.write(text)
     except OSError as exc:
         raise unwritable(path, exc, "log") from None

@@ -52,6 +52,7 @@ from typing import Any, ClassVar
 
 from placement.errors import unwritable
 from placement.solvers.milp.backends.base import Backend, RawResult, SolveOptions, Terms, upper_side_only
+from placement.whole_file import appending
 
 #: Beyond this product of a coefficient and a bound in one row, CP-SAT's proofs are not trusted
 #: (see the module docstring): half of the ``2^63`` at which they went wrong, and the bound
@@ -251,7 +252,7 @@ class CpSatBackend(Backend):
         first = self._solver(options, options.time_limit * PROOF_SHARE if single else None)
         try:
             with contextlib.ExitStack() as stack:
-                log = (stack.enter_context(open(options.log_path, "a", encoding="utf-8"))
+                log = (stack.enter_context(appending(options.log_path))   # /dev/stdout: after what was printed
                        if options.log_path is not None else None)
                 status, wall = self._run(first, self._progress(options), log)
                 solver, bound = first, first.BestObjectiveBound()
