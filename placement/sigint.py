@@ -38,9 +38,9 @@ def absorb_echoes(first: float) -> None:
 
 @contextlib.contextmanager
 def held_interrupts() -> Iterator[None]:
-    """Hold back SIGINT, and SIGTERM where a Python handler takes it (the command line's, which stops as
-    Ctrl-C does), while the block runs in the main thread, then hand the first signal caught to the handler
-    it was meant for (``KeyboardInterrupt`` for Ctrl-C; the default action ends the process). Nothing is
+    """Hold back SIGINT, and SIGTERM and SIGHUP where a Python handler takes them (the command line's, which
+    stops as Ctrl-C does), while the block runs in the main thread, then hand the first signal caught to the
+    handler it was meant for (``KeyboardInterrupt`` for Ctrl-C; the default action ends the process). Nothing is
     held off the main thread, which no signal reaches, nor from a handler installed outside Python, which
     cannot be put back. The block should be short: compiled code, or a step of Python's own threading code
     that an interrupt breaks (module docstring)."""
@@ -49,10 +49,10 @@ def held_interrupts() -> Iterator[None]:
         return
     caught: list[int] = []
     held: dict[int, Any] = {}
-    for number in (signal.SIGINT, signal.SIGTERM):
+    for number in (signal.SIGINT, signal.SIGTERM, *((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())):
         previous = signal.getsignal(number)
-        if previous is None or (number == signal.SIGTERM and not callable(previous)):
-            continue   # one from outside Python, or a SIGTERM that ends the process anyway: left alone
+        if previous is None or (number != signal.SIGINT and not callable(previous)):
+            continue   # one from outside Python, or a SIGTERM or SIGHUP that ends the process anyway: left alone
         try:
             signal.signal(number, lambda signum, frame: caught.append(signum))
         except (ValueError, TypeError):   # not a handler Python can put back: left alone

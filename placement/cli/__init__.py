@@ -177,14 +177,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 BROKEN_PIPE = 141
 
 
-#: the exit status of a command that SIGTERM stopped (128 + SIGTERM)
-TERMINATED = 143
-
-
 def _terminate_as_interrupt() -> list[int]:
-    """Handle SIGTERM (a job scheduler's or a CI runner's stop) as Ctrl-C: a MILP search stops and its
-    best plan is shown and written, where the default handler ended the process with nothing. Returns the
-    list the handler appends the signal to, which says whether it came."""
+    """Handle SIGTERM (a job scheduler's or a CI runner's stop) and SIGHUP (its terminal closed) as Ctrl-C: a
+    MILP search stops, its solver's child process with it, and its best plan is shown and written, where the
+    default handler ended the process with nothing (and left a PuLP solver's child running). A SIGHUP that is
+    ignored (``nohup``) stays ignored. Returns the list the handler appends the signal to, which says whether
+    it came and which."""
     import signal
 
     received: list[int] = []
@@ -194,6 +192,8 @@ def _terminate_as_interrupt() -> list[int]:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
+        signal.signal(signal.SIGHUP, handler)
     return received
 
 
@@ -228,8 +228,8 @@ def run() -> None:
         to_devnull(sys.stdout)
         print(f"error: {_removed_folder() or exc.strerror or exc}", file=sys.stderr)
         status = 2
-    if status == INTERRUPTED and terminated:
-        status = TERMINATED
+    if status == INTERRUPTED and terminated:   # 143 for SIGTERM, 129 for SIGHUP: as the signal's default would
+        status = 128 + terminated[0]
     # a search left running (after Ctrl-C, or past its time limit by a solver that cannot be stopped): torn down
     # by the interpreter's exit, OR-Tools aborted the process (SIGABRT), and waited for, the command ran on
     searching = sys.modules.get("placement.solvers.milp.interrupt")
