@@ -17,14 +17,20 @@ from placement.errors import unwritable
 SCRATCH_STEM = 64
 
 
+#: the names of the process's standard output and error themselves
+_STREAM_NAMES = {f"{folder}/{fd}": fd for folder in ("/dev/fd", "/proc/self/fd") for fd in (1, 2)}
+_STREAM_NAMES.update({"/dev/stdout": 1, "/dev/stderr": 2})
+
+
 def standard_stream(path: str | Path) -> int | None:
-    """1 or 2 where ``path`` names the file the process's standard output or error is open on
-    (``/dev/stdout``, the file or pipe they are redirected to), else ``None``."""
+    """1 or 2 where ``path`` names the process's standard output or error (``/dev/stdout``, ``/dev/stderr``: that
+    one, even where both are one terminal), or the file or pipe one of them is open on; else ``None``."""
     try:
         target = os.stat(path)
     except (OSError, ValueError):
         return None
-    for fd in (1, 2):
+    named = _STREAM_NAMES.get(os.fspath(path))
+    for fd in (named,) if named is not None else (1, 2):
         try:
             opened = os.fstat(fd)
         except OSError:

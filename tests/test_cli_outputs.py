@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -359,3 +361,48 @@ def test_a_closed_pipe_behind_an_output_file_on_standard_output_keeps_the_exit_s
     proc.stdout.close()
     _, err = proc.communicate(timeout=120)
     assert (proc.returncode, err) == (0, b"")
+
+
+def test_standard_error_and_a_device_take_an_output_file_beside_json(tmp_path):
+    """`--json --log /dev/stderr` with standard output and error on one terminal (here one pipe): /dev/stderr was
+    taken for standard output, the file behind both, and refused beside --json; so was `--out /dev/null` with
+    standard output on /dev/null (under cron). Neither can put two documents on standard output."""
+    done = subprocess.run([sys.executable, "-m", "placement", "solve", CHAIN4, "--json", "--method", "milp",
+                           "--no-warm-start", "--log", "/dev/stderr", "--quiet"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stdout
+    assert "CP-SAT" in done.stdout and '"maxLoad": 7.5' in done.stdout
+    with open(os.devnull, "w") as null:
+        done = subprocess.run([sys.executable, "-m", "placement", "solve", CHAIN4, "--json", "--quiet", "--out",
+                               os.devnull],
+                              stdout=null, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120)
+    assert (done.returncode, done.stderr.splitlines()[-1:]) == (0, [])
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP here")
+def test_a_terminal_that_closes_during_a_search_ends_it_with_status_129(tmp_path):
+    """The terminal a search prints on closes (SIGHUP to its session): the plan in hand was written and the
+    summary, which the closed terminal refused (EIO), gave `error: Input/output error` and status 2."""
+    import fcntl
+    import pty
+    import termios
+
+    out = tmp_path / "plan.json"
+    master, slave = pty.openpty()
+
+    def own_terminal():
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    with open(tmp_path / "err.txt", "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "placement", "solve", str(ROOT / "instances" / "models" /
+                                 "bert-base-training.json"), "--method", "milp", "--contiguity", "none",
+                                 "--time-limit", "60", "--out", str(out)], stdin=slave, stdout=slave, stderr=err,
+                                cwd=ROOT, preexec_fn=own_terminal)
+    os.close(slave)
+    waited = time.monotonic()
+    while "MILP: " not in (tmp_path / "err.txt").read_text() and time.monotonic() - waited < 60:
+        time.sleep(0.1)   # until the search has begun
+    os.close(master)   # the terminal closes: its session gets SIGHUP
+    assert proc.wait(timeout=120) == 129, (tmp_path / "err.txt").read_text()
+    assert json.loads(out.read_text())["status"] in ("feasible", "optimal")

@@ -446,20 +446,32 @@ def write_plan_file(path: str | None, result: Any, quiet: bool) -> None:
 
 def check_distinct(outputs: dict[str, str | None], json: bool = False) -> None:
     """Fail when two of the command's output files (option name → path) are one file, or, where the command
-    prints one JSON document (``json``), one of them is its standard output."""
+    prints one JSON document (``json``), one of them is its standard output, a file or a pipe (a terminal or
+    ``/dev/null`` takes both)."""
     from placement.whole_file import standard_stream
 
     seen: dict[str, str] = {}
     for option, path in outputs.items():
         if path is None:
             continue
-        if json and standard_stream(path) == 1:
+        if json and standard_stream(path) == 1 and not _terminal_or_device(1):
             raise UsageError(f"{option} {path} and --json both write on standard output, which would hold two "
                              "documents; give another file, or leave out --json")
         key = os.path.realpath(path)
         if key in seen:
             raise UsageError(f"{seen[key]} and {option} name the same file {path}; choose two names")
         seen[key] = option
+
+
+def _terminal_or_device(fd: int) -> bool:
+    """Whether the file descriptor ``fd`` is open on a terminal or another character device (``/dev/null``),
+    where two documents spoil no file a program reads."""
+    import stat
+
+    try:
+        return stat.S_ISCHR(os.fstat(fd).st_mode)
+    except OSError:
+        return False
 
 
 def check_not_input(path: str, inputs: tuple[str | None, ...]) -> None:
