@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import os
 import re
@@ -226,8 +227,11 @@ def run() -> None:
         status = BROKEN_PIPE if status is None else status   # where the output was not written through ReaderOutput
     except OSError as exc:   # a full disk or device behind the output, a log file that cannot be written
         to_devnull(sys.stdout)
-        print(f"error: {_removed_folder() or exc.strerror or exc}", file=sys.stderr)
-        status = 2
+        if terminated and exc.errno in (errno.EIO, errno.EPIPE):   # the terminal that closed (SIGHUP) takes no output
+            status = INTERRUPTED
+        else:
+            print(f"error: {_removed_folder() or exc.strerror or exc}", file=sys.stderr)
+            status = 2
     if status == INTERRUPTED and terminated:   # 143 for SIGTERM, 129 for SIGHUP: as the signal's default would
         status = 128 + terminated[0]
     # a search left running (after Ctrl-C, or past its time limit by a solver that cannot be stopped): torn down
