@@ -30,6 +30,7 @@ import socket
 import warnings
 from datetime import timedelta
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
@@ -592,6 +593,15 @@ def test_ranks_that_planned_other_stage_counts_or_build_other_stages_are_refused
         assert (tmp_path / f"rank{rank}.txt").read_text() == (
             f"stage_index of build_stage must be its rank in the group on every rank (stage i runs on rank i): rank "
             f"{1 - rank} asked for stage 0, this rank (rank {rank}) for 0")
+    # numpy's integers are stage indices too: a rank given np.int64(1) was taken for one given no integer, and with
+    # np.int64(0) on every rank the second refused alone while the first waited
+    assert _run_ranks(_build_or_refuse, ([two, two], str(tmp_path), [0, np.int64(1)]), 2, timeout=120) == [0, 0]
+    assert [(tmp_path / f"rank{rank}.txt").read_text() for rank in range(2)] == ["built", "built"]
+    assert _run_ranks(_build_or_refuse, ([two, two], str(tmp_path), [np.int64(0)] * 2), 2, timeout=120) == [0, 0]
+    for rank in range(2):
+        assert (tmp_path / f"rank{rank}.txt").read_text() == (
+            f"stage_index of build_stage must be its rank in the group on every rank (stage i runs on rank i): rank "
+            f"{1 - rank} asked for stage 0, this rank (rank {rank}) for np.int64(0)")
 
 
 def test_ranks_whose_copies_of_a_shared_parameter_differ_are_refused_on_every_rank(tmp_path):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import numbers
 import warnings
 from typing import Any, Callable, Iterator, Sequence
 
@@ -318,8 +319,8 @@ class PipelinePlan:
         size, rank = dist.get_world_size(group), dist.get_rank(group)
         # before any check that one rank alone fails (the stage's index among them): the other ranks would wait
         # in this comparison until the group's timeout
-        given = isinstance(stage_index, int) and not isinstance(stage_index, bool)
-        offset = stage_index - rank if given else NOT_AN_INDEX
+        given = isinstance(stage_index, numbers.Integral) and not isinstance(stage_index, bool)   # numpy's too
+        offset = max(-LARGEST_OFFSET, min(LARGEST_OFFSET, int(stage_index) - rank)) if given else NOT_AN_INDEX
         differing = first_disagreement([*self.shared_settings(), ("stage_index", (offset,))], device, group)
         if differing is not None and differing[0] in ("schedule", "microbatches"):
             name, other, theirs = differing
@@ -495,6 +496,9 @@ def gradient_dtype(grads: list[Any], device: Any, group: Any) -> Any:
 
 #: what :meth:`PipelinePlan.build_stage` gathers for a stage index that is no integer
 NOT_AN_INDEX = -(2 ** 62)
+#: the largest offset of a stage index from its rank that it gathers as it is (larger ones are gathered as this, so
+#: that a huge integer fits the 64-bit integers every rank gathers)
+LARGEST_OFFSET = 2 ** 61
 
 
 def first_disagreement(settings: Sequence[tuple[str, Sequence[int]] | tuple[str, Sequence[int], Sequence[int]]],
@@ -531,9 +535,10 @@ def tensor_digest(tensor: Any) -> tuple[int, ...]:
 
     import torch
 
-    data = b"" if tensor.is_meta else tensor.detach().cpu().contiguous().flatten().view(torch.uint8).numpy().tobytes()
-    digest = hashlib.sha256(repr((str(tensor.dtype), tuple(tensor.shape))).encode() + data).digest()
-    return tuple(int.from_bytes(digest[k:k + 8], "little", signed=True) for k in range(0, 32, 8))
+    digest = hashlib.sha256(repr((str(tensor.dtype), tuple(tensor.shape))).encode())
+    if not tensor.is_meta:   # the bytes read in place: no copy of a tensor already in memory, densely
+        digest.update(tensor.detach().cpu().contiguous().flatten().view(torch.uint8).numpy().data)
+    return tuple(int.from_bytes(digest.digest()[k:k + 8], "little", signed=True) for k in range(0, 32, 8))
 
 
 def gathered_digests(data: bytes, device: Any, group: Any) -> tuple[Any, list[Any]]:

@@ -71,12 +71,17 @@ class WarnsScaledAccumulation:
 def accumulated_gradients(module: Any) -> list[str]:
     """The names of ``module``'s parameters that hold a gradient with a non-zero element (a sparse gradient: a
     non-zero stored value)."""
-    held = []
-    for name, parameter in module.named_parameters():
-        grad = parameter.grad
-        if grad is not None and bool((grad._values() if grad.is_sparse else grad).any()):
-            held.append(name)
-    return held
+    import torch
+
+    named = [(name, p.grad) for name, p in module.named_parameters() if p.grad is not None]
+    if not named:
+        return []
+    flags = [(grad._values() if grad.is_sparse else grad).ne(0).any() for _, grad in named]
+    try:   # one transfer from the device for the whole stage, not one per parameter
+        held = torch.stack(flags).tolist()
+    except RuntimeError:   # flags on several devices
+        held = [bool(flag) for flag in flags]
+    return [name for (name, _), nonzero in zip(named, held) if nonzero]
 
 
 class SumsSharedGradients:
