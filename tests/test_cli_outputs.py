@@ -331,8 +331,10 @@ def test_standard_output_named_as_an_output_file_is_written_after_what_was_print
                               stdout=fh, stderr=subprocess.PIPE, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     text = out.read_text()
-    plan, end = json.JSONDecoder().raw_decode(text, len("kept\n"))
-    assert text.startswith("kept\n{") and plan["maxLoad"] == 7.5 and "max-load    7.500000" in text[end:]
+    start = text.index("\n{\n") + 1   # the summary, then the plan file
+    plan, end = json.JSONDecoder().raw_decode(text, start)
+    assert text.startswith("kept\ninstance    chain4\n") and "max-load    7.500000" in text[:start]
+    assert plan["maxLoad"] == 7.5 and text[end:] == "\n"
     with open(out, "w") as fh:
         done = subprocess.run([sys.executable, "-m", "placement", "solve", CHAIN4, "--method", "milp",
                                "--contiguity", "none", "--no-warm-start", "--log", "/dev/stdout", "--quiet"],
@@ -406,3 +408,13 @@ def test_a_terminal_that_closes_during_a_search_ends_it_with_status_129(tmp_path
     os.close(master)   # the terminal closes: its session gets SIGHUP
     assert proc.wait(timeout=120) == 129, (tmp_path / "err.txt").read_text()
     assert json.loads(out.read_text())["status"] in ("feasible", "optimal")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_plan_file_that_cannot_be_written_after_the_solve_loses_no_result(tmp_path):
+    """The plan file is written after the result is shown: a disk that fills during a long solve (here
+    /dev/full, which opens and then takes no byte) gave the error alone, the solve's result lost."""
+    done = subprocess.run([sys.executable, "-m", "placement", "solve", CHAIN4, "--out", "/dev/full", "--quiet"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 2 and "max-load    7.500000" in done.stdout
+    assert done.stderr == "error: /dev/full: cannot write: No space left on device\n"

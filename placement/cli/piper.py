@@ -30,11 +30,13 @@ def run_piper(args: argparse.Namespace, instance: PiperInstance, options: dict[s
     from placement.report.parallel import format_parallel_result
 
     result = placement.solve(instance, **options)
-    write_plan_file(args.out, result, args.quiet)
-    if args.json:
-        print_json(result.to_json())
-    else:
-        print(format_parallel_result(instance, result), end="")
+    try:
+        if args.json:
+            print_json(result.to_json())
+        else:
+            print(format_parallel_result(instance, result), end="")
+    finally:   # after the result is shown (a full disk loses no solve), and where it could not be (a closed terminal)
+        write_plan_file(args.out, result, args.quiet)
     return 0 if result.ok else 1
 
 

@@ -130,12 +130,14 @@ def run(args: argparse.Namespace) -> int:
     # its message names the library's parameters ("warm_start was not used") by their options, in every output
     rename = getattr(args, "rename", None)
     shown = result if rename is None or not result.message else replace(result, message=rename(result.message))
-    write_plan_file(args.out, shown, args.quiet)
-    with callers_stdout():   # a solver Ctrl-C could not stop may still have the output sent to its log
-        if args.json:
-            print_json(shown.to_json())
-        else:
-            print(format_result(instance, shown), end="")
+    try:
+        with callers_stdout():   # a solver Ctrl-C could not stop may still have the output sent to its log
+            if args.json:
+                print_json(shown.to_json())
+            else:
+                print(format_result(instance, shown), end="")
+    finally:   # after the result is shown (a full disk loses no solve), and where it could not be (a closed terminal)
+        write_plan_file(args.out, shown, args.quiet)
     if interrupted:
         print("error: interrupted", file=sys.stderr)
         return INTERRUPTED
