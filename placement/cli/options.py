@@ -444,6 +444,16 @@ def write_plan_file(path: str | None, result: Any, quiet: bool) -> None:
     write_text(path, json_text(result.to_json()) + "\n")
 
 
+def shown_then_written(show: Callable[[], None], path: str | None, result: Any, quiet: bool) -> None:
+    """``show()`` the result of a solve, then write its plan file to ``path`` (:func:`write_plan_file`), also
+    where showing it failed (a closed terminal): after the result is shown, so that a disk that filled during a
+    long solve loses no result."""
+    try:
+        show()
+    finally:
+        write_plan_file(path, result, quiet)
+
+
 def check_distinct(outputs: dict[str, str | None], json: bool = False) -> None:
     """Fail when two of the command's output files (option name → path) are one file, or, where the command
     prints one JSON document (``json``), one of them is its standard output, a file or a pipe (a terminal or

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from placement.cli.options import positive_int, print_json, write_plan_file
+from placement.cli.options import positive_int, print_json, shown_then_written
 
 if TYPE_CHECKING:   # the reader loads only where a Piper instance was read
     from placement.io.piper import PiperInstance
@@ -30,13 +30,8 @@ def run_piper(args: argparse.Namespace, instance: PiperInstance, options: dict[s
     from placement.report.parallel import format_parallel_result
 
     result = placement.solve(instance, **options)
-    try:
-        if args.json:
-            print_json(result.to_json())
-        else:
-            print(format_parallel_result(instance, result), end="")
-    finally:   # after the result is shown (a full disk loses no solve), and where it could not be (a closed terminal)
-        write_plan_file(args.out, result, args.quiet)
+    shown_then_written(lambda: print_json(result.to_json()) if args.json else
+                       print(format_parallel_result(instance, result), end=""), args.out, result, args.quiet)
     return 0 if result.ok else 1
 
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 from placement.cli.options import (INTERRUPTED, add_device_options, add_output_options, callers_stdout, check_distinct,
                                    check_separate_streams, check_writable, devices, fraction, input_path,
                                    load_overridden, non_negative_int, path_name, positive_float, positive_int,
-                                   print_json, progress_printer, relative_gap, write_plan_file)
+                                   print_json, progress_printer, relative_gap, shown_then_written)
 from placement.cli.piper import devices_argument, run_piper
 from placement.loading import is_piper
 from placement.parallel.plan import SCHEDULES
@@ -130,14 +130,14 @@ def run(args: argparse.Namespace) -> int:
     # its message names the library's parameters ("warm_start was not used") by their options, in every output
     rename = getattr(args, "rename", None)
     shown = result if rename is None or not result.message else replace(result, message=rename(result.message))
-    try:
+    def show() -> None:
         with callers_stdout():   # a solver Ctrl-C could not stop may still have the output sent to its log
             if args.json:
                 print_json(shown.to_json())
             else:
                 print(format_result(instance, shown), end="")
-    finally:   # after the result is shown (a full disk loses no solve), and where it could not be (a closed terminal)
-        write_plan_file(args.out, shown, args.quiet)
+
+    shown_then_written(show, args.out, shown, args.quiet)
     if interrupted:
         print("error: interrupted", file=sys.stderr)
         return INTERRUPTED
