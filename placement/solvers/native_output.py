@@ -41,7 +41,7 @@ def stdout_to(target: str | int | None) -> Iterator[None]:
             saved = None
         stream = None if target is None or isinstance(target, int) else standard_stream(target)
         if isinstance(target, int) or stream is not None:   # the caller's standard output: its position, shared
-            fd = os.dup(target if isinstance(target, int) else saved if stream == 1 and saved is not None else stream)
+            fd = os.dup(target if isinstance(target, int) else stream)   # descriptor 1 is still the caller's here
         else:
             fd = os.open(os.devnull if target is None else target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         if saved is not None:

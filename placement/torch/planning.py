@@ -846,7 +846,6 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     readers = {name: tuple(nodes) for name, nodes in about.get("written_buffers", {}).items()}
     activations = {name: tuple(nodes) for name, nodes in about.get("written_activations", {}).items()}
     views = {name: tuple(nodes) for name, nodes in about.get("storage_views", {}).items()}
-    together = together_note(readers, imported.graph, activations, views) if readers or activations or views else ""
     if readers or activations or views:
         instance = keep_written_buffers_together(instance, imported.graph, readers, activations, views)
     if instance is not imported.instance:   # the exchange nodes, the classes: the problem they make
@@ -864,7 +863,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
         result = accelerators_only(problem, result, devices, most, objective=objective, stages=stages,
                                    time_limit=time_limit)
     if not result.ok:
-        if result.status == "infeasible":
+        if result.status == "infeasible":   # why some nodes share a stage, for the refusal
+            together = together_note(readers, imported.graph, activations, views)   # "" where none share one
             if stages is not None and stages > separable_parts(problem):   # the stage count, not the devices
                 raise InvalidParameterError("stages", f"{stages}: {result.message}"
                                                       + (f"; {together}" if together else ""))
