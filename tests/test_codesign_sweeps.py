@@ -402,6 +402,53 @@ def test_a_sweep_killed_mid_run_resumes(tmp_path):
     assert finished_first or before < 12
 
 
+@needs_dask
+def test_two_sweeps_on_one_file_write_each_record_once(tmp_path):
+    """Two sweeps started together on one results file both read it empty, ran every configuration and
+    appended every record: each was written twice. The second now waits for the first and skips its records."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"models": [MLP], "chips": [1, 2], "budgets": [[606.68, 300.0], [400.0, 200.0]],
+                                "grids": [TINY], "baselines": ["wham"]}))
+    out = tmp_path / "records.jsonl"
+    command = [sys.executable, "-m", "placement", "codesign", "--sweep", str(spec), "--out", str(out),
+               "--workers", "1", "--json"]
+    runs = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    ended = [run.communicate(timeout=300) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], ended
+    assert not any("Traceback" in err for _, err in ended)
+    lines = out.read_text(encoding="utf-8").splitlines()
+    ids = sorted(json.loads(line)["id"] for line in lines)
+    assert len(lines) == 4 and ids == sorted(sweep.configuration_id(c) for c in
+                                             sweep.configurations(sweep.load_spec(spec)))
+    summaries = sorted((json.loads(text)["ran"], json.loads(text)["skipped"]) for text, _ in ended)
+    assert summaries == [(0, 4), (4, 0)]
+
+
+def test_a_sweep_waits_for_the_one_writing_its_file_and_skips_what_it_wrote(tmp_path):
+    import fcntl
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"models": [MLP], "chips": [1], "budgets": [[606.68, 300.0]], "grids": [TINY]}))
+    config = sweep.configurations(sweep.load_spec(spec))[0]
+    out = tmp_path / "records.jsonl"
+    with open(out, "a", encoding="utf-8") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)   # a sweep running on the file
+        second = subprocess.Popen([sys.executable, "-m", "placement", "codesign", "--sweep", str(spec), "--out",
+                                   str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        said = second.stderr.readline()
+        assert said == f"{out}: another sweep is writing these records; waiting for it to end\n"
+        time.sleep(0.5)
+        assert second.poll() is None and out.read_text(encoding="utf-8") == ""
+        sweep.append_record(out, {"id": sweep.configuration_id(config), "config": config, "status": "error",
+                                  "error": "written by the first sweep",
+                                  "settings": sweep.baseline_settings(("wham", "random", "fixed"), 64, 0)})
+    printed, rest = second.communicate(timeout=120)
+    assert second.returncode == 0, rest   # nothing left to run: the first sweep ran it
+    assert printed == f"0 configurations run, 1 already in {out}, 0 infeasible, 0 errors; 0 plots written\n"
+    assert len(sweep.read_records(out)) == 1
+
+
 def test_sweep_spec_files(tmp_path):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"models": ["gnmt-training"], "chips": [1, 8], "budgets": [[606.68, 300]],

@@ -16,7 +16,9 @@ matched to configurations by their ``id`` (:func:`configuration_id`, a digest of
 configuration), the configurations already there are skipped, and a last line cut short by the
 interruption is dropped first. A file whose records of the same configurations were made with other
 baselines settings (:func:`baseline_settings`) is refused: skipped, those records would stand for
-baselines the sweep did not ask for.
+baselines the sweep did not ask for. A sweep holds a lock on its results file while it runs: a second
+sweep started on the same file (by mistake, or from another shell) waits for the first to end,
+then skips what it wrote, so that no record is written twice and no line is cut into another.
 
 Record fields (one JSON object per line): ``id``, ``config`` (the configuration), ``status``
 (the exact method's: ``optimal``, or ``infeasible`` with ``error`` saying why, e.g. no design of
@@ -236,6 +238,31 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     return records
 
 
+def _hold(fh: Any, path: Path, quiet: bool) -> None:
+    """Take the exclusive lock (``flock``) on ``fh``, the records' file ``path`` open, for as long as it stays
+    open: another sweep writing the same file (another process, here or on a machine sharing a file system
+    that takes locks) is waited for, which is said on standard error unless ``quiet``, and its records are
+    then read as done, so that two sweeps never write the same record twice nor cut one another's lines.
+    Where no lock can be had (no ``fcntl``, a file system that takes no locks), the sweep goes on without."""
+    try:
+        import fcntl
+    except ImportError:   # not a POSIX system
+        return
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:   # held by another sweep
+        pass
+    except OSError:   # no locks on this file system
+        return
+    if not quiet:
+        print(f"{path}: another sweep is writing these records; waiting for it to end", file=sys.stderr, flush=True)
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    except OSError:
+        return
+
+
 def _drop_partial_line(path: Path) -> None:
     """Cut the file at ``path`` after its last newline (a record whose write was interrupted)."""
     if not path.exists():
@@ -391,6 +418,10 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
     :class:`InvalidParameterError` or :class:`InvalidInstanceError`; a model file that cannot be read
     as a model makes each of its configurations a record with status ``error``, as a configuration
     that cannot be solved does.
+
+    The run holds an exclusive lock on ``out`` (``flock``) from before it reads the records done to its end:
+    another sweep writing the same file is waited for (said on standard error unless ``quiet``), and the
+    records it wrote are then skipped, so that each configuration's record is written once.
     """
     if isinstance(spec, (str, os.PathLike)):
         spec = load_spec(spec)
@@ -420,67 +451,69 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
     settings = baseline_settings(spec.baselines, spec.random_budget, spec.seed)
     try:   # fail before hours of work when the records or the plots cannot be written
         out.parent.mkdir(parents=True, exist_ok=True)
-        with open(out, "a", encoding="utf-8"):
-            pass
+        held = open(out, "a", encoding="utf-8")   # kept open to the end: the lock is on it
     except FileExistsError:   # a folder on the way is a file
         raise InvalidParameterError("out", f"names a file in a folder that is a file: {out}") from None
     except OSError as exc:
         raise unwritable(out, exc, "out") from None
-    if plots is not None:
-        try:
-            Path(plots).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise InvalidParameterError("plots", f"names a folder that cannot be written: {plots}: "
-                                                 f"{exc.strerror}") from None
-    _drop_partial_line(out)
-    todo = []
-    distinct = set()   # a value listed twice in the sweep file makes one configuration, run once
-    for config in configurations(spec):
-        ident = configuration_id(config)
-        if ident in distinct:
-            continue
-        distinct.add(ident)
-        if ident not in done:
-            todo.append({"id": ident, "config": config, "baselines": list(spec.baselines),
-                         "random_budget": spec.random_budget, "seed": spec.seed})
-        elif done[ident] is not None and done[ident] != settings:   # a record made before settings were kept: taken
-            raise InvalidParameterError("out", f"holds a record of {config['model']} on {config['chips']} "
-                                               f"chip{'s' * (config['chips'] != 1)} made with "
-                                               f"{_settings_text(done[ident])}, and this sweep asks for "
-                                               f"{_settings_text(settings)}: resuming would keep that record; "
-                                               "write to another file")
-    total = len(distinct)
-    errors = infeasible = 0
-    if todo:
-        models = {model: _read_model(model) for model in dict.fromkeys(item["config"]["model"] for item in todo)}
-        client, cluster = _client(scheduler, workers, True if processes is None else processes)
-        bar = ProgressBar(total, total - len(todo), quiet=quiet)
-        try:
-            from dask.distributed import as_completed
+    with held:
+        _hold(held, out, quiet)   # another sweep writing out: waited for, then what it wrote is skipped
+        done = {record["id"]: record.get("settings") for record in read_records(out)}
+        if plots is not None:
+            try:
+                Path(plots).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise InvalidParameterError("plots", f"names a folder that cannot be written: {plots}: "
+                                                     f"{exc.strerror}") from None
+        _drop_partial_line(out)
+        todo = []
+        distinct = set()   # a value listed twice in the sweep file makes one configuration, run once
+        for config in configurations(spec):
+            ident = configuration_id(config)
+            if ident in distinct:
+                continue
+            distinct.add(ident)
+            if ident not in done:
+                todo.append({"id": ident, "config": config, "baselines": list(spec.baselines),
+                             "random_budget": spec.random_budget, "seed": spec.seed})
+            elif done[ident] is not None and done[ident] != settings:   # a record made before settings were kept: taken
+                raise InvalidParameterError("out", f"holds a record of {config['model']} on {config['chips']} "
+                                                   f"chip{'s' * (config['chips'] != 1)} made with "
+                                                   f"{_settings_text(done[ident])}, and this sweep asks for "
+                                                   f"{_settings_text(settings)}: resuming would keep that record; "
+                                                   "write to another file")
+        total = len(distinct)
+        errors = infeasible = 0
+        if todo:
+            models = {model: _read_model(model) for model in dict.fromkeys(item["config"]["model"] for item in todo)}
+            client, cluster = _client(scheduler, workers, True if processes is None else processes)
+            bar = ProgressBar(total, total - len(todo), quiet=quiet)
+            try:
+                from dask.distributed import as_completed
 
-            # each model and grid goes to the cluster once, and every task that runs it names it
-            sent_models = dict(zip(models, client.scatter(list(models.values()), hash=False)))
-            sent_grids = dict(zip(grids, client.scatter(list(grids.values()), hash=False)))
-            futures = client.map(_run_task, todo, [task or run_configuration] * len(todo),
-                                 [sent_models[item["config"]["model"]] for item in todo],
-                                 [sent_grids[item["config"]["grid"]] for item in todo], pure=False)
-            for future in as_completed(futures):
-                record = future.result()
-                infeasible += record.get("status") == "infeasible"
-                errors += record.get("status") not in ("optimal", "infeasible")
-                append_record(out, record)
-                bar.update()
-        finally:
-            bar.close()
-            client.close()
-            if cluster is not None:
-                cluster.close()
-    written: tuple[str, ...] = ()
-    if plots is not None:
-        from placement.codesign.plots import write_plots
-        written = tuple(str(p) for p in write_plots(read_records(out), plots))
-    return SweepSummary(total=total, skipped=total - len(todo), ran=len(todo), errors=errors, out=str(out),
-                        plots=written, infeasible=infeasible)
+                # each model and grid goes to the cluster once, and every task that runs it names it
+                sent_models = dict(zip(models, client.scatter(list(models.values()), hash=False)))
+                sent_grids = dict(zip(grids, client.scatter(list(grids.values()), hash=False)))
+                futures = client.map(_run_task, todo, [task or run_configuration] * len(todo),
+                                     [sent_models[item["config"]["model"]] for item in todo],
+                                     [sent_grids[item["config"]["grid"]] for item in todo], pure=False)
+                for future in as_completed(futures):
+                    record = future.result()
+                    infeasible += record.get("status") == "infeasible"
+                    errors += record.get("status") not in ("optimal", "infeasible")
+                    append_record(out, record)
+                    bar.update()
+            finally:
+                bar.close()
+                client.close()
+                if cluster is not None:
+                    cluster.close()
+        written: tuple[str, ...] = ()
+        if plots is not None:
+            from placement.codesign.plots import write_plots
+            written = tuple(str(p) for p in write_plots(read_records(out), plots))
+        return SweepSummary(total=total, skipped=total - len(todo), ran=len(todo), errors=errors, out=str(out),
+                            plots=written, infeasible=infeasible)
 
 
 @dataclass(frozen=True)
