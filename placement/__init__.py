@@ -44,6 +44,7 @@ _EXPORTS = {
     "SolverUnavailableError": "placement.errors",
     "LimitExceededError": "placement.errors",
     "Interrupted": "placement.errors",
+    "LogWriteWarning": "placement.errors",
 }
 
 __all__ = sorted(_EXPORTS)

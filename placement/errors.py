@@ -8,6 +8,8 @@ parameter). :class:`SolverUnavailableError` says that a solver or an optional pa
 not installed here; :class:`LimitExceededError` that a limit the caller set (or a default
 one, such as the number of ideals the DP enumerates) would be exceeded. :class:`Interrupted` is no
 error but a :class:`KeyboardInterrupt` that carries the plan a search had found when Ctrl-C stopped it.
+:class:`LogWriteWarning` is a warning: the solver's log could not be written once the search had begun, and the
+result was kept.
 
 Messages speak of the library's parameters (``time_limit``, ``contiguity``), never of
 command-line flags; the command line translates parameter names into its options.
@@ -46,6 +48,19 @@ class InvalidParameterError(PlacementError, ValueError):
         # rebuilt from both parts: pickle (a process pool handing the error back) and copy call the
         # class with ``args``, which hold the joined message only
         return type(self), (self.parameter, self.detail), self.__dict__
+
+
+class LogWriteWarning(UserWarning):
+    """The solver's log (the ``log`` parameter of :func:`placement.solve`) could not be written after the search
+    had begun (a disk that filled during a long solve): the log is incomplete, and the solve's result is returned
+    as if it had been written. A log that cannot be written at the start is refused before any work
+    (:class:`InvalidParameterError`)."""
+
+
+def log_not_written(path: object, exc: OSError) -> LogWriteWarning:
+    """The warning that the solver's log ``path`` could not be written after the search began, with ``exc``."""
+    return LogWriteWarning(f"log names a file that cannot be written: {path}: {exc.strerror or exc}; the solver's "
+                           "log there is incomplete, and the result is kept")
 
 
 def unwritable(path: object, exc: OSError, parameter: str = "path") -> InvalidParameterError:

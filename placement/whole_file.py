@@ -167,3 +167,24 @@ def probe_writable(path: str | Path, replaced: bool = True) -> None:
         return
     os.close(fd)
     os.remove(target)
+
+
+def probe_device(path: str | Path) -> None:
+    """Raise :class:`OSError` where ``path`` is a character device (``/dev/full``), or the process's standard
+    output or error, whose writes all fail: it opens, so :func:`probe_writable` passes it, and the first write
+    of a log appended to it would fail once the work had run. An empty write is tried, which fails there as any
+    other would and writes nothing anywhere else. A pipe is not opened (its reader would see its stream end)."""
+    fd = standard_stream(path)
+    if fd is not None:
+        os.write(fd, b"")
+        return
+    try:
+        if not stat.S_ISCHR(os.stat(path).st_mode):
+            return
+    except (OSError, ValueError):   # no such file yet: probe_writable's to judge
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)
+    try:
+        os.write(fd, b"")
+    finally:
+        os.close(fd)

@@ -16,6 +16,7 @@ import pytest
 
 import placement
 from placement.cli import main
+from placement.solvers.milp.backends import backend_availability
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAIN4 = str(ROOT / "instances" / "tiny" / "chain4.json")
@@ -418,3 +419,39 @@ def test_a_plan_file_that_cannot_be_written_after_the_solve_loses_no_result(tmp_
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 2 and "max-load    7.500000" in done.stdout
     assert done.stderr == "error: /dev/full: cannot write: No space left on device\n"
+
+
+def _capped(limit: int):
+    """For a child process: files it writes can grow to ``limit`` bytes only (a disk that fills), a write past
+    that failing with EFBIG (SIGXFSZ ignored, as Python ignores it)."""
+    import resource
+
+    def cap() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    return cap
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs RLIMIT_FSIZE")
+@pytest.mark.parametrize("backend", [name for name, ok, _ in backend_availability() if ok])
+def test_a_log_that_fills_the_disk_during_the_search_loses_no_result(tmp_path, backend):
+    """The log file reaches the size limit 100 bytes into the solver's log (the disk filled during a long
+    solve): the error about --log, exit status 2, took the place of the result. The result is shown, with a
+    warning that names the file and the error, and the exit status is the result's."""
+    limit = 1 << 20
+    log = tmp_path / "solver.log"
+    log.write_text("x" * (limit - 100))
+    command = [sys.executable, "-m", "placement", "solve", CHAIN4, "--method", "milp", "--backend", backend,
+               "--no-warm-start", "--log", str(log)]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120, preexec_fn=_capped(limit))
+    assert done.returncode == 0, done.stderr
+    assert "max load 7.5" in done.stdout and "Traceback" not in done.stderr
+    assert done.stderr.endswith(f"\nwarning: --log names a file that cannot be written: {log}: File too large; the "
+                                "solver's log there is incomplete, and the result is kept\n")
+    assert done.stderr.count("warning: --log") == 1 and log.stat().st_size == limit
+    log.write_text("x" * (limit - 100))
+    quiet = subprocess.run([*command, "--json", "--quiet"], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                           preexec_fn=_capped(limit))
+    assert (quiet.returncode, quiet.stderr) == (0, "")
+    assert json.loads(quiet.stdout)["status"] == "optimal"
+

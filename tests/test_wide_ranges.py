@@ -5,6 +5,7 @@ its arithmetic proves, or a one-line error."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import os
@@ -188,12 +189,56 @@ def test_a_log_that_cannot_be_written(log, why):
 def test_a_log_on_a_full_device_is_one_error_and_no_endless_read(backend):
     """/dev/full opens for writing, then every write fails, and reading it back never ends: the CBC
     backends read their log back for its bound, and once ran out of memory doing so. Every backend
-    logs to a scratch file and adds it to the user's log afterwards, where the failure is named."""
-    for warm_start in (False, True):    # the solver runs; the DP's start proves the optimum and it does not
+    logs to a scratch file and adds it to the user's log afterwards; a device that takes no write is
+    refused before any work, where the failure is named."""
+    for warm_start in (False, True):    # the solver would run; the DP's start would prove the optimum
+        said: list[str] = []
         with pytest.raises(InvalidParameterError) as caught:
             placement.solve(str(CHAIN4), method="milp", backend=backend, log="/dev/full", time_limit=30,
-                            warm_start=warm_start)
+                            warm_start=warm_start, progress=said.append)
         assert str(caught.value) == "log names a file that cannot be written: /dev/full: No space left on device"
+        assert said == []   # no model built
+
+
+class _FillsUp:
+    """A log file on a disk that fills after ``room`` bytes: each write past it fails with ENOSPC."""
+
+    def __init__(self, room: int) -> None:
+        self.room, self.text = room, ""
+
+    def write(self, text: str) -> int:
+        if len(self.text) + len(text) > self.room:
+            self.text += text[:self.room - len(self.text)]
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.text += text
+        return len(text)
+
+
+@pytest.mark.parametrize("backend", [name for name, ok, _ in backend_availability() if ok])
+def test_a_log_that_fills_the_disk_during_the_search_keeps_the_result(backend, tmp_path, monkeypatch):
+    """The disk filled while the solver's log was written: the error about log dropped the result of the
+    search. The result is returned, with a LogWriteWarning naming the file and the error."""
+    import contextlib
+
+    import placement.whole_file
+
+    logs: list[_FillsUp] = []
+
+    @contextlib.contextmanager
+    def appending(path):
+        logs.append(_FillsUp(200))
+        yield logs[-1]
+
+    monkeypatch.setattr(placement.whole_file, "appending", appending)
+    log = tmp_path / "solver.log"
+    with pytest.warns(placement.LogWriteWarning) as caught:
+        result = placement.solve(str(CHAIN4), method="milp", backend=backend, log=str(log), time_limit=30,
+                                 warm_start=False)
+    assert (result.status, result.value, result.bound) == ("optimal", 7.5, 7.5)
+    assert {str(w.message) for w in caught} == {f"log names a file that cannot be written: {log}: No space left "
+                                                "on device; the solver's log there is incomplete, and the result "
+                                                "is kept"}
+    assert logs and len(logs[0].text) == 200
 
 
 def run_cli(*args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:

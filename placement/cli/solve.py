@@ -2,14 +2,18 @@
 
 Exit status: 0 a verified plan was found; 1 no plan (the status says whether the instance is
 proven infeasible or a limit stopped the search); 2 bad input or usage; 130 interrupted (Ctrl-C),
-after the plan a MILP search had found, where it had one.
+after the plan a MILP search had found, where it had one. A ``--log`` that cannot be written once the
+search has begun (a disk that filled) is a warning on standard error (unless ``--quiet``): the result is
+shown, and the exit status is the result's.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from dataclasses import replace
+from typing import Any
 
 from placement.cli.options import (INTERRUPTED, add_device_options, add_output_options, callers_stdout, check_distinct,
                                    check_separate_streams, check_writable, devices, fraction, input_path,
@@ -123,10 +127,16 @@ def run(args: argparse.Namespace) -> int:
     if is_piper(instance):
         return run_piper(args, instance, options)
     interrupted = False
+    caught: list[Any] = []
     try:
-        result = placement.solve(instance, **options)
-    except placement.Interrupted as exc:   # the plan in hand is shown, and the status still says interrupted
-        result, interrupted = exc.result, True
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", placement.LogWriteWarning)   # --quiet left the others ignored
+            try:
+                result = placement.solve(instance, **options)
+            except placement.Interrupted as exc:   # the plan in hand is shown, and the status still says interrupted
+                result, interrupted = exc.result, True
+    finally:
+        _say_warnings(caught, args.quiet)
     # its message names the library's parameters ("warm_start was not used") by their options, in every output
     rename = getattr(args, "rename", None)
     shown = result if rename is None or not result.message else replace(result, message=rename(result.message))
@@ -142,3 +152,20 @@ def run(args: argparse.Namespace) -> int:
         print("error: interrupted", file=sys.stderr)
         return INTERRUPTED
     return 0 if result.ok else 1
+
+
+def _say_warnings(caught: list[Any], quiet: bool) -> None:
+    """The warnings of the solve: that the solver's log could not be written once the search had begun
+    (:class:`placement.LogWriteWarning`, about the library's ``log``) as the command's own, once, naming
+    ``--log``, unless ``quiet``; any other shown as Python shows it."""
+    from placement.errors import LogWriteWarning
+
+    said = set()
+    for caught_warning in caught:
+        text = str(caught_warning.message)
+        if not issubclass(caught_warning.category, LogWriteWarning):
+            warnings.warn_explicit(caught_warning.message, caught_warning.category, caught_warning.filename,
+                                   caught_warning.lineno, source=caught_warning.source)
+        elif not quiet and text not in said:
+            said.add(text)
+            print(f"warning: --log{text.removeprefix('log')}", file=sys.stderr)

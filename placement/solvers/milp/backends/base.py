@@ -21,18 +21,20 @@ the backend, its starting plan meeting the instance's lower bound.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import os
 import re
 import time
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from importlib import metadata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
-from placement.errors import unwritable
+from placement.errors import log_not_written, unwritable
 
 Terms = Sequence[tuple[float, Any]]
 
@@ -182,7 +184,9 @@ def distrust_cbc(raw: RawResult, log_text: str) -> RawResult:
 def append_log(path: str | None, text: str) -> None:
     """Add a run's solver log, written to a scratch file, to the user's log ``path`` (if any): the
     scratch file is what a backend reads back, since the user's may be no regular file (reading
-    ``/dev/full`` back never ends). A failed write is the error about the ``log`` parameter."""
+    ``/dev/full`` back never ends). The search has run by now, and ``log`` was found writable before it
+    began: a failed write (a disk that filled meanwhile) is a :class:`~placement.errors.LogWriteWarning`,
+    and the run's result stands."""
     if path is None:
         return
     from placement.whole_file import appending
@@ -191,7 +195,52 @@ def append_log(path: str | None, text: str) -> None:
         with appending(path) as fh:
             fh.write(text)
     except OSError as exc:
+        warn_log_not_written(path, exc)
+
+
+def warn_log_not_written(path: str, exc: OSError) -> None:
+    """Warn (:class:`~placement.errors.LogWriteWarning`) that the solver's log ``path`` could not be written,
+    with ``exc``, after the search began: its result is kept."""
+    warnings.warn(log_not_written(path, exc), stacklevel=3)
+
+
+@contextlib.contextmanager
+def search_log(path: str | None) -> Iterator[Callable[[str], None] | None]:
+    """A function that appends text to the user's solver log ``path`` while a search runs (``None`` without a
+    log). Opening the log raises the error about the ``log`` parameter, before the search; a write or the
+    closing flush that fails afterwards (a disk that filled during the search) drops the rest of the log and,
+    when the block ends, warns (:class:`~placement.errors.LogWriteWarning`): the search and its result go on. A
+    log on standard output whose reader stopped reading (``| head``) ends with no warning, as standard output
+    does."""
+    if path is None:
+        yield None
+        return
+    from placement.whole_file import appending
+
+    opened = appending(path)
+    try:
+        fh = opened.__enter__()
+    except OSError as exc:
         raise unwritable(path, exc, "log") from None
+    failed: list[OSError] = []
+
+    def write(text: str) -> None:
+        if failed:
+            return
+        try:
+            fh.write(text)
+        except OSError as exc:
+            failed.append(exc)
+
+    try:
+        yield write
+    finally:
+        try:
+            opened.__exit__(None, None, None)
+        except OSError as exc:
+            failed.append(exc)
+        if failed and not isinstance(failed[0], BrokenPipeError):
+            warn_log_not_written(path, failed[0])
 
 
 def from_interrupt(exc: BaseException) -> bool:

@@ -45,14 +45,13 @@ proves more slowly (GNMT training ``none``: proven in 32 s by the main search, o
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
+from collections.abc import Callable
 from typing import Any, ClassVar
 
-from placement.errors import unwritable
-from placement.solvers.milp.backends.base import Backend, RawResult, SolveOptions, Terms, upper_side_only
-from placement.whole_file import appending
+from placement.solvers.milp.backends.base import (Backend, RawResult, SolveOptions, Terms, search_log,
+                                                  upper_side_only)
 
 #: Beyond this product of a coefficient and a bound in one row, CP-SAT's proofs are not trusted
 #: (see the module docstring): half of the ``2^63`` at which they went wrong, and the bound
@@ -216,12 +215,13 @@ class CpSatBackend(Backend):
 
         return _Progress()
 
-    def _run(self, solver: Any, callback: Any, log: Any) -> tuple[str, float]:
-        """Run ``solver`` on the model: its status name and wall seconds."""
+    def _run(self, solver: Any, callback: Any, log: Callable[[str], None] | None) -> tuple[str, float]:
+        """Run ``solver`` on the model, its log lines given to ``log`` where there is one (:func:`search_log`):
+        its status name and wall seconds."""
         if log is not None:
             solver.parameters.log_search_progress = True
             solver.parameters.log_to_stdout = False
-            solver.log_callback = lambda line: log.write(line + "\n")
+            solver.log_callback = lambda line: log(line + "\n")
         start = time.perf_counter()
         self._running = solver
         if self._stopped:
@@ -250,28 +250,21 @@ class CpSatBackend(Backend):
     def solve(self, options: SolveOptions) -> RawResult:
         single = max(1, int(options.threads)) == 1
         first = self._solver(options, options.time_limit * PROOF_SHARE if single else None)
-        try:
-            with contextlib.ExitStack() as stack:
-                log = (stack.enter_context(appending(options.log_path))   # /dev/stdout: after what was printed
-                       if options.log_path is not None else None)
-                status, wall = self._run(first, self._progress(options), log)
-                solver, bound = first, first.BestObjectiveBound()
-                phases = [{"status": status, "seconds": round(wall, 3)}]
-                branches, conflicts = first.NumBranches(), first.NumConflicts()
-                left = options.time_limit - wall
-                if single and status in ("FEASIBLE", "UNKNOWN") and left >= MIN_IMPROVE_S and not self._stopped:
-                    if status == "FEASIBLE":
-                        self._hint_solution(first)
-                    second = self._solver(options, left, improve=True)
-                    status2, wall2 = self._run(second, self._progress(options, wall, bound), log)
-                    wall += wall2
-                    phases.append({"status": status2, "seconds": round(wall2, 3)})
-                    branches, conflicts = branches + second.NumBranches(), conflicts + second.NumConflicts()
-                    status, solver, bound = _combine(status, first, status2, second)
-        except OSError as exc:
-            if options.log_path is None:
-                raise
-            raise unwritable(options.log_path, exc, "log") from None   # the log could not be written (a full device)
+        with search_log(options.log_path) as log:   # /dev/stdout: after what was printed
+            status, wall = self._run(first, self._progress(options), log)
+            solver, bound = first, first.BestObjectiveBound()
+            phases = [{"status": status, "seconds": round(wall, 3)}]
+            branches, conflicts = first.NumBranches(), first.NumConflicts()
+            left = options.time_limit - wall
+            if single and status in ("FEASIBLE", "UNKNOWN") and left >= MIN_IMPROVE_S and not self._stopped:
+                if status == "FEASIBLE":
+                    self._hint_solution(first)
+                second = self._solver(options, left, improve=True)
+                status2, wall2 = self._run(second, self._progress(options, wall, bound), log)
+                wall += wall2
+                phases.append({"status": status2, "seconds": round(wall2, 3)})
+                branches, conflicts = branches + second.NumBranches(), conflicts + second.NumConflicts()
+                status, solver, bound = _combine(status, first, status2, second)
         word = self.status_word(status)
         stats = {"solver_status": status, "branches": branches, "conflicts": conflicts,
                  "phases": phases, **self.build_stats()}
