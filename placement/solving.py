@@ -589,18 +589,18 @@ def _warm_start(warm_start: Any) -> Any:
 
 def _log(log: Any) -> str | None:
     """The solver log's path, checked before any work (:func:`placement.whole_file.probe_writable`, and
-    :func:`placement.whole_file.probe_device`: ``/dev/full`` is refused here); the solver appends its log to the
+    :func:`placement.whole_file.empty_write`: ``/dev/full`` is refused here); the solver appends its log to the
     file. A write that fails once the search has begun (a disk that filled) is a
     :class:`~placement.errors.LogWriteWarning`, and the result is kept."""
     if log is not None and not isinstance(log, (str, PathLike)):
         raise InvalidParameterError("log", f"must be a file path or None, not {type(log).__name__}")
     if log is None:
         return None
-    from placement.whole_file import probe_device, probe_writable
+    from placement.whole_file import empty_write, probe_writable
 
     try:
         probe_writable(log, replaced=False)   # appended to; a run refused later leaves no empty log behind
-        probe_device(log)
+        empty_write(log)
     except OSError as exc:
         raise unwritable(log, exc, "log") from None
     return os.fspath(log)

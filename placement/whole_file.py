@@ -169,7 +169,7 @@ def probe_writable(path: str | Path, replaced: bool = True) -> None:
     os.remove(target)
 
 
-def probe_device(path: str | Path) -> None:
+def empty_write(path: str | Path) -> None:
     """Raise :class:`OSError` where ``path`` is a character device (``/dev/full``), or the process's standard
     output or error, whose writes all fail: it opens, so :func:`probe_writable` passes it, and the first write
     of a log appended to it would fail once the work had run. An empty write is tried, which fails there as any
