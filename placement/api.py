@@ -94,9 +94,16 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
         calls = recorded_calls(plan)   # the call limit the plan was solved and verified with
     given = {"w_placement": w_placement, "inter_layer": inter_layer, "w_share": w_share}
     solved_backward = recorded_backward(plan)
-    options, _ = checked_backward(solved_backward, backward, **given)
+    options, taken = checked_backward(solved_backward, backward, **given)
     otherwise = solved_otherwise(solved_backward, options)
-    model = split_model(options["w_placement"], options["inter_layer"], options["w_share"])
+    try:
+        model = split_model(options["w_placement"], options["inter_layer"], options["w_share"])
+    except InvalidParameterError as exc:
+        if exc.parameter not in taken:
+            raise
+        from placement.io.plans import plan_error   # a value the plan records, not one the caller passed
+
+        raise plan_error(plan, f"the plan's backward record: {exc}") from None
     if one_of("backward", options["backward"], BACKWARD_MODES) == "split":
         from placement.verification.split import check_split_plan
 

@@ -660,3 +660,42 @@ def test_the_split_bound_takes_the_best_breakpoint(problem: Instance, share: flo
     model = split_model("any", False, share)
     assert split_lower_bound(problem, model) == pytest.approx(_bound_at_every_breakpoint(problem, model),
                                                               rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.parametrize("record, message", [
+    ({"w_share": "x"}, "w_share must be a finite number ≥ 0 and ≤ 1, not 'x'"),
+    ({"w_placement": "next"}, "w_placement must be one of 'any', 'adjacent', 'home', not 'next'"),
+    ({"inter_layer": "yes"}, "inter_layer must be True or False, not 'yes'"),
+])
+def test_verify_refuses_a_bad_backward_record_as_the_plans_as_simulate_does(tmp_path, record, message):
+    """A value the plan's backward record holds is the plan's fault, not a keyword's the caller never passed:
+    verify raises InvalidPlanError, worded as simulate words it (and naming the file where the plan is one)."""
+    from placement.errors import InvalidPlanError
+
+    problem = placement.load(str(Path(__file__).resolve().parents[1] / "instances" / "tiny" / "training-pair.json"))
+    document = {"format": "placement-plan/1",
+                "devices": [{"type": "accelerator", "nodes": [1, 4], "b_tasks": [4], "w_tasks": [3]},
+                            {"type": "accelerator", "nodes": [2, 3], "b_tasks": [3], "w_tasks": [4]}],
+                "backward": {"mode": "split", **record}}
+    for check in (placement.verify, placement.simulate):
+        with pytest.raises(InvalidPlanError) as caught:
+            check(problem, document)
+        assert str(caught.value) == f"the plan's backward record: {message}"
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(InvalidPlanError) as caught:
+        placement.verify(problem, str(path))
+    assert str(caught.value) == f"{path}: the plan's backward record: {message}"
+    name = next(iter(record))
+    ok = {"w_share": 0.5, "w_placement": "any", "inter_layer": False}[name]
+    assert placement.verify(problem, document, **{name: ok}).max_load == 11.0   # the keyword given replaces it
+
+
+def test_verify_still_names_a_bad_keyword_the_caller_passes():
+    problem = placement.load(str(Path(__file__).resolve().parents[1] / "instances" / "tiny" / "training-pair.json"))
+    document = {"devices": [{"type": "accelerator", "nodes": [1, 4]}, {"type": "accelerator", "nodes": [2, 3]}],
+                "backward": {"mode": "split", "w_share": 0.5}}
+    with pytest.raises(InvalidParameterError) as caught:
+        placement.verify(problem, document, w_share=2)
+    assert caught.value.parameter == "w_share"
+    assert str(caught.value) == "w_share must be a finite number ≥ 0 and ≤ 1, not 2"
