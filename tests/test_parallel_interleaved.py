@@ -281,6 +281,13 @@ def test_plan_json_keeps_the_chunks():
     with pytest.raises(InvalidPlanError, match="^an interleaved plan must give 'chunks', its model chunks per device "
                                                "group$"):
         ParallelPlan.from_json({k: v for k, v in doc.items() if k != "chunks"})
+    # chunks without the interleaved schedule: no schedule runs that file as written
+    with pytest.raises(InvalidPlanError, match=r"^chunks 2 belongs to interleaved plans \(model chunks per device "
+                                               r"group\), and it gives no schedule \(read as 'piper'\)$"):
+        ParallelPlan.from_json({k: v for k, v in doc.items() if k != "schedule"})
+    with pytest.raises(InvalidPlanError, match=r"^chunks 2 belongs to interleaved plans \(model chunks per device "
+                                               r"group\), and its schedule is '1f1b'$"):
+        ParallelPlan.from_json(dict(doc, schedule="1f1b"))
     # the result's file records each stage's device group and chunk: stage k of 2S stages in 2 chunks is
     # chunk k div S of group k mod S; a file that says otherwise is refused, not read as the order says
     written = json.loads(json.dumps(result.to_json()))

@@ -152,6 +152,10 @@ class ParallelPlan:
             raise InvalidPlanError(f"chunks must be a positive integer, not {chunks!r}")
         if schedule == "interleaved" and "chunks" not in doc:
             raise InvalidPlanError("an interleaved plan must give 'chunks', its model chunks per device group")
+        if chunks > 1 and schedule != "interleaved":   # a plan of one chunk per group records none
+            said = f"its schedule is {schedule!r}" if "schedule" in doc else "it gives no schedule (read as 'piper')"
+            raise InvalidPlanError(f"chunks {chunks} belongs to interleaved plans (model chunks per device group), "
+                                   f"and {said}")
         groups = len(doc["stages"]) // chunks if len(doc["stages"]) % chunks == 0 else None
         stages = []
         for k, raw in enumerate(doc["stages"]):
