@@ -1047,6 +1047,34 @@ def test_a_split_whose_part_sizes_the_graph_computes_is_not_judged_before_infere
     assert [op.name for op in graph_from_onnx(model, "split").ops] == ["split"]
 
 
+def _inferred_split_model(after="Slice", opset=18):
+    """x [1, 4] -> Slice of its first column -> t [1, 1], a shape the model does not declare -> Split along axis 1
+    into 3 parts (num_outputs) -> ``after`` (a Slice from index 1 along axis 1, or a Relu) of the last part -> y."""
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("s0", [0]), ("e0", [1]), ("a", [1]),
+                                                                             ("s", [1]), ("e", [100]))]
+    nodes = [helper.make_node("Slice", ["x", "s0", "e0", "a"], ["t"], name="first"),
+             helper.make_node("Split", ["t"], ["p0", "p1", "p2"], name="split", axis=1, num_outputs=3),
+             helper.make_node("Slice", ["p2", "s", "e", "a"], ["y"], name="slice") if after == "Slice" else
+             helper.make_node("Relu", ["p2"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+INFERRED_SPLIT = ("node 'split' (Split) splits axis 1 of tensor 't', of shape [1, 1], into 3 parts of 1 element but "
+                  "the last, which holds the rest, -1 elements; give the part sizes")
+
+
+def test_a_split_of_a_computed_tensor_into_more_parts_than_its_axis_holds_is_refused_after_inference():
+    """The Split's input is computed (a Slice), its size of 1 along the axis known only from shape inference, which
+    gave the last of its 3 parts the dimension -1: the import was refused for that part's negative dimension
+    ("tensor 'p2' has the shape [1, -1]"), which did not name the Split. Checked after inference, it is refused as
+    a Split of a declared shape is."""
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(_inferred_split_model("Relu"), "inferred")
+    assert str(err.value) == f"inferred: {INFERRED_SPLIT}"
+
+
 def _recurrent_model(op_type: str, directions: int = 1, layout: int = 0):
     """X [T=5, N=4, I=12] (batch first with layout 1) -> one LSTM, GRU or RNN layer of hidden size 16 ->
     Y; W [D, G·16, 12], R [D, G·16, 16], B [D, 2·G·16]."""

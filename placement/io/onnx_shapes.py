@@ -28,6 +28,7 @@ lenient inference is used instead. Inference takes a ``Reshape``'s target shape 
 of elements. Before inference, :func:`check_declared_dimensions` refuses a declared negative dimension
 and :func:`check_split_parts` a ``Split`` that cannot split the declared size of its axis into its parts:
 onnx's inference gave either a negative dimension and aborted the process on some operators after it.
+After it, :func:`check_split_parts` refuses such a ``Split`` of a size inference found.
 """
 
 from __future__ import annotations
@@ -440,5 +441,6 @@ def shaped_model(model: Any, name: str, onnx: Any) -> tuple[Any, dict[str, Any]]
             shaped = _infer(shaped, name, onnx)
         except InvalidInstanceError:
             break
+    check_split_parts(shaped.graph, name, default_opset(model), onnx)
     check_element_counts(shaped.graph, name)
     return shaped, known
