@@ -974,8 +974,10 @@ def test_a_negative_dimension_is_refused():
 def refusal_in_a_child(model, name: str) -> str:
     """The last line of standard error of a child process that imports ``model`` as ``name``, after checking that
     the import was refused (status 1): onnx's shape inference aborts the whole process on some graphs."""
-    script = ("import sys, onnx\nfrom placement.io.onnx_import import graph_from_onnx\n"
-              f"graph_from_onnx(onnx.load_from_string(sys.stdin.buffer.read()), {name!r})\n")
+    script = ("import sys, onnx\nfrom placement.errors import InvalidInstanceError\n"
+              "from placement.io.onnx_import import graph_from_onnx\ntry:\n"
+              f"    graph_from_onnx(onnx.load_from_string(sys.stdin.buffer.read()), {name!r})\n"
+              "except InvalidInstanceError as err:\n    sys.exit(f'refused: {err}')\n")
     child = subprocess.run([sys.executable, "-c", script], input=model.SerializeToString(), capture_output=True,
                            timeout=120)
     assert child.returncode == 1, child.stderr   # the refusal raised, where the process was aborted (-6)
@@ -1073,6 +1075,103 @@ def test_a_split_of_a_computed_tensor_into_more_parts_than_its_axis_holds_is_ref
     with pytest.raises(InvalidInstanceError) as err:
         graph_from_onnx(_inferred_split_model("Relu"), "inferred")
     assert str(err.value) == f"inferred: {INFERRED_SPLIT}"
+
+
+def test_a_split_of_a_computed_tensor_that_aborts_shape_inference_is_refused():
+    """As above, with a Slice of the part of dimension -1: onnx's shape inference aborted the process on the Slice
+    (a failed assertion in its C++). Inference runs in a child process now: the import is refused, naming the
+    Split."""
+    assert refusal_in_a_child(_inferred_split_model(), "inferred") == f"refused: inferred: {INFERRED_SPLIT}"
+
+
+def test_the_command_line_refuses_a_model_that_aborts_shape_inference_in_one_line(tmp_path):
+    """``placement import`` of a model on which onnx's shape inference aborts: exit status 2 and one line on
+    standard error, no traceback (it was killed by SIGABRT, status -6, with onnx's assertion on standard error)."""
+    onnx.save(_inferred_split_model(), str(path := tmp_path / "inferred.onnx"))
+    child = subprocess.run([sys.executable, "-m", "placement", "import", str(path), "--out", str(tmp_path / "o.json")],
+                           capture_output=True, text=True, timeout=120)
+    assert (child.returncode, child.stdout, child.stderr) == (2, "", f"error: inferred: {INFERRED_SPLIT}\n")
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_a_negative_dimension_that_aborts_shape_inference_is_named_with_the_node_that_makes_it():
+    """Pads of -3 on both ends of an axis of 4 (a negative size, -2, which onnx's inference gives the result), then
+    a Slice of it: inference aborted the process on the Slice. The refusal names the Pad, its output's shape and the
+    Slice; so for a Split whose part sizes the graph computes (a Concat: [6, -2]), known in a later round of
+    inference."""
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n)
+             for n, v in (("pads", [0, -3, 0, -3]), ("s", [0]), ("e", [2]), ("a", [1]), ("six", [6]), ("neg", [-2]))]
+    padded = _graph([helper.make_node("Pad", ["x", "pads"], ["t"], name="pad"),
+                     helper.make_node("Slice", ["t", "s", "e", "a"], ["y"], name="slice")], [("x", [1, 4])], ["y"],
+                    inits[:4])
+    assert refusal_in_a_child(padded, "pad") == (
+        "refused: pad: the model cannot run: node 'pad' (Pad) gives 't' the shape [1, -2], with a negative dimension "
+        "(ONNX shape inference ended the process it ran in on node 'slice' (Slice), which reads it)")
+    computed = _graph([helper.make_node("Concat", ["six", "neg"], ["sizes"], name="concat", axis=0),
+                       helper.make_node("Split", ["x", "sizes"], ["p0", "p1"], name="split", axis=1),
+                       helper.make_node("Slice", ["p1", "s", "e", "a"], ["y"], name="slice")], [("x", [1, 4])], ["y"],
+                      inits[1:])
+    assert refusal_in_a_child(computed, "computed") == (
+        "refused: computed: node 'split' (Split) splits axis 1 of tensor 'x', of shape [1, 4], into parts of sizes "
+        "[6, -2], with a negative size; give part sizes of at least 0 that sum to 4")
+
+
+def test_an_abort_of_shape_inference_names_the_node_it_ended_on(monkeypatch):
+    """Where the shapes inferred before it say nothing wrong, the refusal names the node on which inference ended
+    the process, found by inferring the model's first nodes (here a stand-in for onnx's inference, which aborts on
+    every model holding the node 'boom'), and onnx's failed assertion."""
+    from placement.io import onnx_child, onnx_shapes
+
+    real = onnx_shapes.infer_shapes
+
+    def aborting(model, onnx_module, strict):
+        """onnx's inference, but the end of the process (as a child reports it) on a model holding node 'boom'."""
+        if any(node.name == "boom" for node in model.graph.node):
+            raise onnx_child.InferenceAborted("SIGABRT", "Assertion 'x' failed.")
+        return real(model, onnx_module, strict)
+
+    monkeypatch.setattr(onnx_shapes, "infer_shapes", aborting)
+    model = _graph([helper.make_node("Relu", ["x"], ["h"], name="first"), helper.make_node("Relu", ["h"], ["k"]),
+                    helper.make_node("Relu", ["k"], ["y"], name="boom")], [("x", [2, 3])], ["y"])
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model, "m")
+    assert str(err.value) == ("m: ONNX shape inference failed on node 'boom' (Relu) and ended the process it ran in "
+                              "(SIGABRT: Assertion 'x' failed.)")
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="inference runs in a child only where it can fork")
+def test_inference_in_a_child_reports_how_it_ended(capfd):
+    """onnx_child.infer_shapes hands back the inferred model, onnx's exception as InferenceFailed with its text, and
+    a child ended by a signal as InferenceAborted naming the signal and the assertion the child wrote to standard
+    error, which does not reach the caller's."""
+    import os
+    from types import SimpleNamespace
+
+    from placement.io.onnx_child import InferenceAborted, InferenceFailed, infer_shapes
+
+    def fake(infer):
+        """A stand-in for the onnx module whose shape inference is ``infer``."""
+        return SimpleNamespace(shape_inference=SimpleNamespace(infer_shapes=infer),
+                               load_from_string=onnx.load_from_string)
+
+    def assertion(*args, **kwargs):
+        os.write(2, b"onnx/defs/x.cc:12: void f(): Assertion 'n >= 0' failed.\n")
+        os.abort()
+
+    def refusal(*args, **kwargs):
+        raise ValueError("[ShapeInferenceError] bad\nsecond line")
+
+    model = mlp_model("2")
+    inferred = infer_shapes(model, onnx, strict=True)
+    assert [d.dim_value for d in {v.name: v for v in inferred.graph.value_info}["H"].type.tensor_type.shape.dim] \
+        == [2, 8]
+    with pytest.raises(InferenceAborted) as aborted:
+        infer_shapes(model, fake(assertion), strict=True)
+    assert (aborted.value.signal, aborted.value.detail) == ("SIGABRT", "Assertion 'n >= 0' failed.")
+    with pytest.raises(InferenceFailed) as failed:
+        infer_shapes(model, fake(refusal), strict=False)
+    assert str(failed.value) == "[ShapeInferenceError] bad\nsecond line"
+    assert capfd.readouterr() == ("", "")
 
 
 def _recurrent_model(op_type: str, directions: int = 1, layout: int = 0):

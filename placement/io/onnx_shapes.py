@@ -29,6 +29,11 @@ of elements. Before inference, :func:`check_declared_dimensions` refuses a decla
 and :func:`check_split_parts` a ``Split`` that cannot split the declared size of its axis into its parts:
 onnx's inference gave either a negative dimension and aborted the process on some operators after it.
 After it, :func:`check_split_parts` refuses such a ``Split`` of a size inference found.
+
+Inference runs in a child process (:mod:`placement.io.onnx_child`), so that where it aborts (a negative
+dimension it inferred from a computed tensor, which no check before it sees) the import is refused
+(:class:`InferenceAbortedError`) rather than the caller's process ended: :func:`_aborted` finds the node
+it ended on and says what is wrong where the shapes inferred before that node show it.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from typing import Any
 
 from placement.errors import InvalidInstanceError
 from placement.io.onnx_checks import default_opset
+from placement.io.onnx_child import InferenceAborted, infer_shapes
 
 #: the most elements of a value evaluated while following shapes
 SMALL = 1024
@@ -67,10 +73,18 @@ def _conflict(line: str) -> str:
     return f"node {node!r} ({op_type}): {detail[:1].lower()}{detail[1:]}"
 
 
+class InferenceAbortedError(InvalidInstanceError):
+    """onnx's shape inference ended the process it ran in (:mod:`placement.io.onnx_child`); the message names
+    the node it failed on and, where it can, what is wrong (:func:`_aborted`)."""
+
+
 def _infer(model: Any, name: str, onnx: Any) -> Any:
-    """``model`` with every shape inference finds, in strict mode where it succeeds (module docstring)."""
+    """``model`` with every shape inference finds, in strict mode where it succeeds (module docstring); run in
+    a child process, whose end by a signal is an :class:`InferenceAbortedError` (:func:`_aborted`)."""
     try:
-        return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+        return infer_shapes(model, onnx, strict=True)
+    except InferenceAborted as exc:
+        raise _aborted(model, name, onnx, exc) from None
     except Exception as exc:  # onnx raises InferenceError and others
         lines = [line.strip() for line in str(exc).splitlines() if "differ" in line]
         if lines:
@@ -81,9 +95,73 @@ def _infer(model: Any, name: str, onnx: Any) -> Any:
             raise InvalidInstanceError(f"{name}: the model cannot run: the shapes reaching an operator do not "
                                        f"fit it: {_conflict(lines[0])}") from None
     try:
-        return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        return infer_shapes(model, onnx, strict=False)
+    except InferenceAborted as exc:
+        raise _aborted(model, name, onnx, exc) from None
     except Exception as exc:
         raise InvalidInstanceError(f"{name}: ONNX shape inference failed: {_first_line(exc)}") from None
+
+
+def _prefix(model: Any, count: int, onnx: Any) -> Any:
+    """A copy of ``model`` with its first ``count`` nodes and no graph outputs (which later nodes may write)."""
+    part = onnx.ModelProto()
+    _copy_fields(part, model, skip="graph")
+    _copy_fields(part.graph, model.graph, skip="node")
+    part.graph.node.extend(model.graph.node[:count])
+    del part.graph.output[:]
+    return part
+
+
+def _aborted(model: Any, name: str, onnx: Any, exc: InferenceAborted) -> InferenceAbortedError:
+    """The error for onnx's shape inference ending the process it ran in on ``model``: it runs again on the
+    model's first nodes (bisecting, each time in a child) to find the node it ends on, then on the nodes before
+    it, whose inferred shapes say what is wrong: a ``Split`` that cannot split the size inferred for its axis
+    (:func:`check_split_parts`), or the node's input inferred with a negative dimension, named with the node
+    that writes it. Otherwise the message names the node and onnx's failed assertion."""
+    nodes = model.graph.node
+
+    def outcome(count: int) -> Any:
+        """The inferred prefix of ``count`` nodes; ``None`` where inference raised; the abort where it ended."""
+        try:
+            return infer_shapes(_prefix(model, count, onnx), onnx, strict=False)
+        except InferenceAborted as abort:
+            return abort
+        except Exception:  # onnx's own error on a prefix: no abort there
+            return None
+
+    reason = f"{exc.signal}: {exc.detail}" if exc.detail else exc.signal
+    low, high = 0, len(nodes)   # inference on the first ``high`` nodes ends the process, on ``low`` it does not
+    if not isinstance(outcome(high), InferenceAborted):
+        return InferenceAbortedError(f"{name}: ONNX shape inference failed and ended the process it ran in "
+                                     f"({reason})")
+    while high - low > 1:
+        middle = (low + high) // 2
+        if isinstance(outcome(middle), InferenceAborted):
+            high = middle
+        else:
+            low = middle
+    node = nodes[high - 1]
+    label = f"{node.name or f'{node.op_type}_{high - 1}'!r} ({node.op_type})"
+    before = outcome(high - 1)
+    if before is not None and not isinstance(before, InferenceAborted):
+        try:
+            check_split_parts(before.graph, name, default_opset(model), onnx)
+        except InvalidInstanceError as error:
+            return InferenceAbortedError(str(error))
+        shapes = static_shapes(before.graph)
+        writers = {out: (k, other) for k, other in enumerate(before.graph.node) for out in other.output if out}
+        for tensor in node.input:
+            shape = shapes.get(tensor)
+            if shape is None or min(shape, default=0) >= 0:
+                continue
+            k, writer = writers.get(tensor, (None, None))
+            source = (f"node {writer.name or f'{writer.op_type}_{k}'!r} ({writer.op_type}) gives {tensor!r}"
+                      if writer is not None else f"{tensor!r} has")
+            return InferenceAbortedError(f"{name}: the model cannot run: {source} the shape {list(shape)}, with a "
+                                         f"negative dimension (ONNX shape inference ended the process it ran in "
+                                         f"on node {label}, which reads it)")
+    return InferenceAbortedError(f"{name}: ONNX shape inference failed on node {label} and ended the process it "
+                                 f"ran in ({reason})")
 
 
 #: operators whose output holds the elements of their first input, rearranged
@@ -439,6 +517,8 @@ def shaped_model(model: Any, name: str, onnx: Any) -> tuple[Any, dict[str, Any]]
         _as_constants(shaped.graph, found, known)
         try:
             shaped = _infer(shaped, name, onnx)
+        except InferenceAbortedError:
+            raise
         except InvalidInstanceError:
             break
     check_split_parts(shaped.graph, name, default_opset(model), onnx)
