@@ -1084,6 +1084,24 @@ def test_a_split_of_a_computed_tensor_that_aborts_shape_inference_is_refused():
     assert refusal_in_a_child(_inferred_split_model(), "inferred") == f"refused: inferred: {INFERRED_SPLIT}"
 
 
+def test_inference_in_a_child_under_an_ignored_sigchld(tmp_path):
+    """Where the caller ignores SIGCHLD the system reaps the child, and waiting for it raised ChildProcessError: the
+    import that aborts inference is still refused (the signal unknown: the Split's message does not need it), and
+    one that does not abort still imports."""
+    script = ("import signal, sys, onnx\nsignal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+              "from placement.errors import InvalidInstanceError\n"
+              "from placement.io.onnx_import import graph_from_onnx\n"
+              "for name in sys.argv[1:]:\n    try:\n"
+              "        graph = graph_from_onnx(onnx.load(name), 'model')\n        print('imported', len(graph.ops))\n"
+              "    except InvalidInstanceError as err:\n        print(f'refused: {err}')\n")
+    onnx.save(_inferred_split_model(), str(aborts := tmp_path / "aborts.onnx"))
+    onnx.save(mlp_model("2"), str(runs := tmp_path / "runs.onnx"))
+    child = subprocess.run([sys.executable, "-c", script, str(aborts), str(runs)], capture_output=True, text=True,
+                           timeout=120)
+    assert (child.returncode, child.stdout) == (0, f"refused: model: {INFERRED_SPLIT}\nimported "
+                                                   f"{len(graph_from_onnx(mlp_model('2'), 'm').ops)}\n"), child.stderr
+
+
 def test_the_command_line_refuses_a_model_that_aborts_shape_inference_in_one_line(tmp_path):
     """``placement import`` of a model on which onnx's shape inference aborts: exit status 2 and one line on
     standard error, no traceback (it was killed by SIGABRT, status -6, with onnx's assertion on standard error)."""

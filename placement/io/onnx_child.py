@@ -13,6 +13,7 @@ Where ``os.fork`` is not available (Windows), inference runs in the calling proc
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
 import signal
@@ -58,12 +59,15 @@ def infer_shapes(model: Any, onnx: Any, strict: bool) -> Any:
         try:
             with os.fdopen(read_end, "rb") as pipe:
                 written = pipe.read()
-            status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            status = _exit_status(pid, written)
             reaped = True
         finally:
             if not reaped:   # interrupted (Ctrl-C) while the child ran: it is not left behind
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
+                with contextlib.suppress(ProcessLookupError):   # already reaped (an ignored SIGCHLD)
+                    os.kill(pid, signal.SIGKILL)
+                _exit_status(pid, b"")
+        if status is None:
+            raise InferenceAborted("a signal", "")
         if status < 0:
             errors.seek(0)
             lines = [line.strip() for line in errors.read().decode("utf-8", "replace").splitlines() if line.strip()]
@@ -93,6 +97,16 @@ def _child(model: Any, onnx: Any, strict: bool, read_end: int, write_end: int, e
         status = 0
     finally:
         os._exit(status)
+
+
+def _exit_status(pid: int, written: bytes) -> int | None:
+    """The exit status of the child ``pid`` (``-n`` where signal ``n`` ended it), which wrote ``written``. Where the
+    caller ignores ``SIGCHLD`` the system reaps the child itself and its status is lost: 0 where it wrote a whole
+    answer (its first byte, and the child writes nothing before it has the answer), ``None`` where it wrote none."""
+    try:
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    except ChildProcessError:
+        return 0 if written[:1] in (MODEL, ERROR) else None
 
 
 def _signal_name(number: int) -> str:
