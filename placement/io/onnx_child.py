@@ -8,7 +8,8 @@ runs inference in a child forked for it (a few milliseconds: the child shares th
 writes), which hands the inferred model back through a pipe; a child that a signal ends is
 :class:`InferenceAborted`, which names the signal and the last line onnx wrote to standard error (its failed
 assertion). What the child writes there, and the traceback :mod:`faulthandler` would write, are not shown.
-Where ``os.fork`` is not available (Windows), inference runs in the calling process.
+On Linux only: elsewhere (Windows has no ``fork``; on macOS a forked child of a process whose other threads
+started system frameworks may crash, which would refuse a valid model) inference runs in the calling process.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import contextlib
 import faulthandler
 import os
 import signal
+import sys
 import tempfile
 from typing import Any
 
@@ -41,8 +43,8 @@ class InferenceFailed(Exception):
 def infer_shapes(model: Any, onnx: Any, strict: bool) -> Any:
     """``onnx.shape_inference.infer_shapes(model, strict_mode=strict, data_prop=True)``, run in a forked child
     (module docstring): the inferred model, :class:`InferenceFailed` where onnx raised (its text), or
-    :class:`InferenceAborted` where a signal ended the child. In the calling process where it cannot fork."""
-    if not hasattr(os, "fork"):
+    :class:`InferenceAborted` where a signal ended the child. In the calling process but on Linux."""
+    if not sys.platform.startswith("linux"):
         return onnx.shape_inference.infer_shapes(model, strict_mode=strict, data_prop=True)
     with tempfile.TemporaryFile() as errors:
         read_end, write_end = os.pipe()
