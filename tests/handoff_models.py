@@ -17,6 +17,8 @@
 * :func:`conditioned` — three Linears on ``x`` and a Linear ``cond_proj`` on a second input
   ``cond`` that only the end reads (added to the last Linear's output); with ``unused=True`` a
   third input ``extra`` that nothing reads.
+* :func:`residual_input` — two Linears on ``x`` and ``x`` added to their output: an input read by the first
+  node and by the last.
 """
 
 from __future__ import annotations
@@ -161,6 +163,20 @@ def conditioned(unused: bool = False):
 
 def conditioned_unused():
     return conditioned(unused=True)
+
+
+class ResidualInput(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.b(self.a(x)) + x
+
+
+def residual_input():
+    torch.manual_seed(0)
+    return ResidualInput(), (torch.randn(3, 4),)
 
 
 class Join(nn.Module):

@@ -289,6 +289,25 @@ def test_split_refuses_a_model_input_that_stage_0_does_not_read(tmp_path, capsys
         "model cut at stages of any shape: docs/pytorch.md)\n")
 
 
+def test_split_refuses_a_model_input_that_a_later_stage_reads_beside_stage_0(tmp_path, capsys):
+    """ResidualInput's nodes: a (on x), b, the add of x. Cut after a, stage 1 reads x as well as stage 0:
+    torch's pipeline() gives the model's inputs to stage 0 alone, and stage 1 raised
+    ``PipeliningMetadataError: _retrieve_recv_activations expected non-root _RecvInfo but got root arg`` at
+    the first step, where every form was written. One stage holding them all is written."""
+    instance = tmp_path / "residual.json"
+    assert main(["import", "tests.handoff_models:residual_input", "--out", str(instance)]) == 0
+    data = json.loads(instance.read_text())
+    assert [(n["name"], n.get("inputs")) for n in data["nodes"]] == [("a", ["x"]), ("b", None), ("(model)", ["x"])]
+    capsys.readouterr()
+    cut = write_plan(tmp_path / "cut.json", [0], [1, 2])
+    assert_no_form_expresses(instance, cut, capsys, lambda runtime: (
+        f"model input 'x' is read by '(model)' in stage 1 as well as in stage 0, and {runtime} passes the model's "
+        "inputs to stage 0 only (placement.torch.plan_pipeline relays them)"))
+    whole = write_plan(tmp_path / "whole.json", [0, 1, 2])
+    assert main(["split", str(instance), whole, "--format", "pipe-split"]) == 0
+    capsys.readouterr()
+
+
 def test_split_refuses_a_model_output_that_an_earlier_stage_than_the_last_makes(tmp_path, capsys):
     """EarlyOutput's nodes: a (0), b (1), c (2); the model returns a's value and c's. torch's pipeline() (and
     DeepSpeed) return what the last stage returns: with a on stage 0, the step returned c's value alone."""

@@ -348,9 +348,11 @@ def require_no_writes_into_received(layout: Layout, parts: list[list[int]], form
 
 
 def require_inputs_in_first_stage(layout: Layout, parts: list[list[int]], form: str) -> None:
-    """Every input of the model is read in the first stage: torch's ``pipeline()`` gives the model's
+    """Every input of the model is read in the first stage only: torch's ``pipeline()`` gives the model's
     inputs to stage 0 alone, and a later stage that reads one, or an input no stage reads, fails
-    at run time (``TypeError: forward() takes … positional arguments``);
+    at run time (``TypeError: forward() takes … positional arguments``; where stage 0 reads it too, as
+    the residual ``f(x) + x`` of a network whose ``f`` is cut, the later stage raised torch's
+    ``PipeliningMetadataError: ... got root arg`` at the first step);
     :func:`placement.torch.plan_pipeline` relays such inputs. Instances that do not record the
     model's inputs pass unchecked."""
     if layout.inputs is None:
@@ -370,6 +372,12 @@ def require_inputs_in_first_stage(layout: Layout, parts: list[list[int]], form: 
         refuse(form, f"model input {name!r} is first read by {reader.name!r} in stage {stage_of[reader.id]}, and "
                      f"{runtime} passes the model's inputs to stage 0 only "
                      "(placement.torch.plan_pipeline relays them)")
+    for node in layout.nodes:
+        later = [name for name in node.inputs if name in read_first]
+        if later and stage_of.get(node.id, 0) > 0:
+            refuse(form, f"model input {later[0]!r} is read by {node.name!r} in stage {stage_of[node.id]} as well as "
+                         f"in stage 0, and {runtime} passes the model's inputs to stage 0 only "
+                         "(placement.torch.plan_pipeline relays them)")
 
 
 def require_outputs_in_last_stage(layout: Layout, parts: list[list[int]], form: str) -> None:
