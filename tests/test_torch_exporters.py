@@ -515,29 +515,31 @@ def test_pipe_split_module_reorders_stages_and_keeps_the_function():
     class Branches(nn.Module):
         def __init__(self) -> None:
             super().__init__()
+            self.stem = nn.Linear(4, 4)
             self.left = nn.Linear(4, 4)
             self.right = nn.Linear(4, 4)
 
         def forward(self, x):
-            return self.left(x) + self.right(x)
+            h = self.stem(x)
+            return self.left(h) + self.right(h)
 
     torch.manual_seed(0)
     model, x = Branches(), torch.randn(2, 4)
     imported = import_torch(model, (x,), platform=make_platform("h100", "epyc-7763", 2, 0), granularity="operator")
     lay = layout_from_instance(imported.instance)
-    assert [node.ops for node in lay.nodes] == [("linear",), ("linear_1",), ("add",)]
-    # right first, then left and the sum: a pipeline (an ideal chain), not an interval of program order
-    p = plan([1], [0, 2])
+    assert [node.ops for node in lay.nodes] == [("linear",), ("linear_1",), ("linear_2",), ("add",)]
+    # the stem and right first, then left and the sum: a pipeline (an ideal chain), not an interval of program order
+    p = plan([0, 2], [1, 3])
     with pytest.raises(InvalidParameterError, match="intervals of program order"):
         split_points(lay, p)
-    assert pipe_split_ops(lay, p) == [["linear_1"], ["linear", "add"]]
+    assert pipe_split_ops(lay, p) == [["linear", "linear_2"], ["linear_1", "add"]]
     gm = pipe_split_module(imported.source, lay, p)
     calls = [n.name if n.target is not pipe_split else "|" for n in gm.graph.nodes if n.op == "call_function"]
-    assert calls == ["linear_1", "|", "linear", "add"]
+    assert calls == ["linear", "linear_2", "|", "linear_1", "add"]
     assert torch.equal(gm(x), model(x))
     with pytest.raises(InvalidParameterError, match="^plan cannot be written as a pipe_split program: stage 1 runs on "
                                                     "a CPU between accelerator stages 0 and 2"):
-        pipe_split_module(imported.source, lay, plan([1], [0], [2], kinds=["accelerator", "cpu", "accelerator"]))
+        pipe_split_module(imported.source, lay, plan([0, 2], [1], [3], kinds=["accelerator", "cpu", "accelerator"]))
 
 
 def _shared_linear():
