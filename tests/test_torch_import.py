@@ -357,9 +357,33 @@ def test_a_failed_export_writes_nothing_but_its_error(capfd):
                                                     "GuardOnDataDependentSymNode: ") as err:
         import_module(DataDependent(), (torch.randn(2),))
     assert capfd.readouterr() == ("", "")
-    # and where in the model's code: the line that branches on the tensor's values
+    # and where in the model's code: the line that branches on the tensor's values, and what to change
     line = inspect.getsourcelines(DataDependent.forward)[1] + 1
-    assert str(err.value).endswith(f" (at {__file__}:{line}, in forward: return x * 2 if x.sum() > 0 else x)")
+    assert str(err.value).endswith(f" (at {__file__}:{line}, in forward: return x * 2 if x.sum() > 0 else x); "
+                                   "forward branches on a value computed from its inputs (an if on a tensor's values, "
+                                   "or on the size of a tensor those values decide), which one exported program "
+                                   "cannot hold: compute every branch with shapes the values do not decide (masks, "
+                                   "torch.where), or branch with torch.cond")
+
+
+def test_a_branch_on_a_size_the_values_decide_says_what_to_change():
+    """A mixture of experts that skips an expert no token is routed to (``if picked.numel() == 0``): the size of
+    the nonzero's result is data-dependent, and the refusal says so, with the remedy."""
+
+    class Routed(nn.Module):
+        def forward(self, x):
+            picked = torch.nonzero(x > 0)
+            if picked.numel() == 0:
+                return x
+            return x * 2
+
+    with pytest.raises(InvalidParameterError) as err:
+        import_module(Routed(), (torch.randn(4),))
+    assert str(err.value).startswith("model Routed cannot be exported: torch.export raised ")
+    assert str(err.value).endswith("; forward branches on a value computed from its inputs (an if on a tensor's "
+                                   "values, or on the size of a tensor those values decide), which one exported "
+                                   "program cannot hold: compute every branch with shapes the values do not decide "
+                                   "(masks, torch.where), or branch with torch.cond")
 
 
 def test_exported_program_can_be_read_directly():

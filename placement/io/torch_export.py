@@ -296,11 +296,18 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None, 
             known = _untraceable(model, first)
             if known:
                 raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: {known}") from None
+            remedy = DATA_DEPENDENT if "data-dependent" in first or "GuardOnDataDependentSymNode" in first else ""
             raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: torch.export "
-                                                 f"raised {type(exc).__name__}: {first}{_where(str(exc))}") from None
+                                                 f"raised {type(exc).__name__}: {first}{_where(str(exc))}"
+                                                 f"{remedy}") from None
         held.keep = True
     return _without_regions(program, torch)
 
+
+#: what to change where ``torch.export`` stopped at a branch on values computed from the inputs
+DATA_DEPENDENT = ("; forward branches on a value computed from its inputs (an if on a tensor's values, or on the "
+                  "size of a tensor those values decide), which one exported program cannot hold: compute every "
+                  "branch with shapes the values do not decide (masks, torch.where), or branch with torch.cond")
 
 #: what ``torch.export`` writes for a ``torch.vmap`` region: functorch's calls that open and close
 #: it, and the higher-order operator that applies a function inside it
