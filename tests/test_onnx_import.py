@@ -1125,6 +1125,13 @@ def test_a_negative_dimension_that_aborts_shape_inference_is_named_with_the_node
     assert refusal_in_a_child(padded, "pad") == (
         "refused: pad: the model cannot run: node 'pad' (Pad) gives 't' the shape [1, -2], with a negative dimension "
         "(ONNX shape inference ended the process it ran in on node 'slice' (Slice), which reads it)")
+    # a Relu of it in place of the Slice: inference goes on, and the shape is refused as the Pad's doing
+    relu = _graph([helper.make_node("Pad", ["x", "pads"], ["t"], name="pad"), helper.make_node("Relu", ["t"], ["y"])],
+                  [("x", [1, 4])], ["y"], inits[:1])
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(relu, "relu")
+    assert str(err.value) == "relu: the model cannot run: node 'pad' (Pad) gives 't' the shape [1, -2], with a " \
+                             "negative dimension"
     computed = _graph([helper.make_node("Concat", ["six", "neg"], ["sizes"], name="concat", axis=0),
                        helper.make_node("Split", ["x", "sizes"], ["p0", "p1"], name="split", axis=1),
                        helper.make_node("Slice", ["p1", "s", "e", "a"], ["y"], name="slice")], [("x", [1, 4])], ["y"],
