@@ -1199,6 +1199,36 @@ def test_inference_in_a_child_reports_how_it_ended(capfd):
     assert capfd.readouterr() == ("", "")
 
 
+@pytest.mark.parametrize("refused", ["fork", "tempfile"])
+def test_inference_runs_in_the_calling_process_where_no_child_can_be_had(monkeypatch, refused):
+    """fork refused (EAGAIN past a limit on processes, a container's or RLIMIT_NPROC; ENOMEM), or no temporary file
+    for the child's standard error: a valid model was refused ("ONNX shape inference failed: [Errno 11] Resource
+    temporarily unavailable"), where inference in the calling process imports it, as it did before it ran in a
+    child."""
+    import errno
+    import os
+    import tempfile
+
+    from placement.io import onnx_child
+
+    expected = [(op.name, op.flops) for op in graph_from_onnx(mlp_model("2"), "m").ops]
+
+    def fork():
+        raise BlockingIOError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+
+    def temporary_file(*args, **kwargs):
+        raise FileNotFoundError(errno.ENOENT, "No usable temporary directory found")
+
+    if refused == "fork":
+        monkeypatch.setattr(onnx_child.os, "fork", fork)
+    else:
+        monkeypatch.setattr(tempfile, "TemporaryFile", temporary_file)
+    assert [(op.name, op.flops) for op in graph_from_onnx(mlp_model("2"), "m").ops] == expected
+    inferred = onnx_child.infer_shapes(mlp_model("2"), onnx, strict=True)
+    assert [d.dim_value for d in {v.name: v for v in inferred.graph.value_info}["H"].type.tensor_type.shape.dim] \
+        == [2, 8]
+
+
 def _recurrent_model(op_type: str, directions: int = 1, layout: int = 0):
     """X [T=5, N=4, I=12] (batch first with layout 1) -> one LSTM, GRU or RNN layer of hidden size 16 ->
     Y; W [D, G·16, 12], R [D, G·16, 16], B [D, 2·G·16]."""

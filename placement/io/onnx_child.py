@@ -9,7 +9,10 @@ writes), which hands the inferred model back through a pipe; a child that a sign
 :class:`InferenceAborted`, which names the signal and the last line onnx wrote to standard error (its failed
 assertion). What the child writes there, and the traceback :mod:`faulthandler` would write, are not shown.
 On Linux only: elsewhere (Windows has no ``fork``; on macOS a forked child of a process whose other threads
-started system frameworks may crash, which would refuse a valid model) inference runs in the calling process.
+started system frameworks may crash, which would refuse a valid model) inference runs in the calling process,
+as it does where no child can be had: ``fork`` refused (a limit on processes reached, a container's or
+``RLIMIT_NPROC``; no memory to commit for a copy of a large caller), or no temporary file or pipe to take
+what the child says.
 """
 
 from __future__ import annotations
@@ -43,17 +46,31 @@ class InferenceFailed(Exception):
 def infer_shapes(model: Any, onnx: Any, strict: bool) -> Any:
     """``onnx.shape_inference.infer_shapes(model, strict_mode=strict, data_prop=True)``, run in a forked child
     (module docstring): the inferred model, :class:`InferenceFailed` where onnx raised (its text), or
-    :class:`InferenceAborted` where a signal ended the child. In the calling process but on Linux."""
+    :class:`InferenceAborted` where a signal ended the child. In the calling process but on Linux, and where no
+    child can be had (module docstring): a valid model is not refused for the want of a process."""
     if not sys.platform.startswith("linux"):
-        return onnx.shape_inference.infer_shapes(model, strict_mode=strict, data_prop=True)
-    with tempfile.TemporaryFile() as errors:
-        read_end, write_end = os.pipe()
+        return _in_process(model, onnx, strict)
+    try:
+        errors = tempfile.TemporaryFile()
+    except OSError:   # no folder to write a temporary file in
+        return _in_process(model, onnx, strict)
+    with errors:
         try:
-            pid = os.fork()
+            read_end, write_end = os.pipe()
+        except OSError:   # no file descriptor left
+            return _in_process(model, onnx, strict)
+        try:
+            pid: int | None = os.fork()
+        except OSError:   # EAGAIN (a limit on processes), ENOMEM
+            pid = None
         except BaseException:
             os.close(read_end)
             os.close(write_end)
             raise
+        if pid is None:
+            os.close(read_end)
+            os.close(write_end)
+            return _in_process(model, onnx, strict)
         if pid == 0:   # the child: never returns
             _child(model, onnx, strict, read_end, write_end, errors.fileno())
         os.close(write_end)
@@ -79,6 +96,11 @@ def infer_shapes(model: Any, onnx: Any, strict: bool) -> Any:
     if status == 0 and written[:1] == ERROR:
         raise InferenceFailed(written[1:].decode("utf-8", "replace"))
     raise InferenceFailed(f"the process running it ended with status {status}")
+
+
+def _in_process(model: Any, onnx: Any, strict: bool) -> Any:
+    """onnx's shape inference of ``model`` in the calling process, which a failed assertion in its C++ ends."""
+    return onnx.shape_inference.infer_shapes(model, strict_mode=strict, data_prop=True)
 
 
 def _child(model: Any, onnx: Any, strict: bool, read_end: int, write_end: int, errors: int) -> None:
