@@ -241,6 +241,40 @@ def test_a_log_that_fills_the_disk_during_the_search_keeps_the_result(backend, t
     assert logs and len(logs[0].text) == 200
 
 
+@pytest.mark.parametrize("backend", [name for name, ok, _ in backend_availability() if ok])
+def test_the_log_write_warning_names_the_backend_that_wrote_the_log(backend, tmp_path, monkeypatch):
+    """The warning named a line of contextlib (``next(self.gen)``) for CP-SAT, whose log is written in a with
+    block, and the backend's module for the others: a filter on this package's modules silenced it for every
+    backend but the default one. It names the backend's line that wrote the log, in this package, for each."""
+    import contextlib
+    import warnings
+
+    import placement.whole_file
+
+    @contextlib.contextmanager
+    def appending(path):
+        yield _FillsUp(200)
+
+    monkeypatch.setattr(placement.whole_file, "appending", appending)
+    log = tmp_path / "solver.log"
+    backends = Path(placement.__file__).parent / "solvers" / "milp" / "backends"
+    for silenced in (False, True):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if silenced:
+                warnings.filterwarnings("ignore", category=placement.LogWriteWarning, module=r"placement\.")
+            result = placement.solve(str(CHAIN4), method="milp", backend=backend, log=str(log), time_limit=30,
+                                     warm_start=False)
+        assert (result.status, result.value) == ("optimal", 7.5)
+        said = [w for w in caught if issubclass(w.category, placement.LogWriteWarning)]
+        if silenced:
+            assert said == []
+            continue
+        assert {(str(w.message), Path(w.filename).parent) for w in said} == {
+            (f"log names a file that cannot be written: {log}: No space left on device; the solver's log there is "
+             "incomplete, and the result is kept", backends)}
+
+
 def run_cli(*args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "placement", *args], stdout=stdout, stderr=subprocess.PIPE,
                           text=True, errors="replace", timeout=120,

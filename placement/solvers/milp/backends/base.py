@@ -198,10 +198,11 @@ def append_log(path: str | None, text: str) -> None:
         warn_log_not_written(path, exc)
 
 
-def warn_log_not_written(path: str, exc: OSError) -> None:
+def warn_log_not_written(path: str, exc: OSError, stacklevel: int = 3) -> None:
     """Warn (:class:`~placement.errors.LogWriteWarning`) that the solver's log ``path`` could not be written,
-    with ``exc``, after the search began: its result is kept."""
-    warnings.warn(log_not_written(path, exc), stacklevel=3)
+    with ``exc``, after the search began: its result is kept. The warning names the backend's line that wrote the
+    log: ``stacklevel`` counts from this function (3: the caller of :func:`append_log`)."""
+    warnings.warn(log_not_written(path, exc), stacklevel=stacklevel)
 
 
 @contextlib.contextmanager
@@ -239,8 +240,8 @@ def search_log(path: str | None) -> Iterator[Callable[[str], None] | None]:
             opened.__exit__(None, None, None)
         except OSError as exc:
             failed.append(exc)
-        if failed and not isinstance(failed[0], BrokenPipeError):
-            warn_log_not_written(path, failed[0])
+        if failed and not isinstance(failed[0], BrokenPipeError):   # named: the with block, past contextlib's exit
+            warn_log_not_written(path, failed[0], stacklevel=4)
 
 
 def from_interrupt(exc: BaseException) -> bool:
