@@ -446,8 +446,9 @@ def test_a_log_that_fills_the_disk_during_the_search_loses_no_result(tmp_path, b
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120, preexec_fn=_capped(limit))
     assert done.returncode == 0, done.stderr
     assert "max load 7.5" in done.stdout and "Traceback" not in done.stderr
-    assert done.stderr.endswith(f"\nwarning: --log names a file that cannot be written: {log}: File too large; the "
-                                "solver's log there is incomplete, and the result is kept\n")
+    # shown when raised: after the backend's search (before the check of a floating-point backend's proof)
+    assert (f"\nwarning: --log names a file that cannot be written: {log}: File too large; the solver's log there is "
+            "incomplete, and the result is kept\n") in done.stderr
     assert done.stderr.count("warning: --log") == 1 and log.stat().st_size == limit
     log.write_text("x" * (limit - 100))
     quiet = subprocess.run([*command, "--json", "--quiet"], capture_output=True, text=True, cwd=ROOT, timeout=120,
@@ -455,3 +456,34 @@ def test_a_log_that_fills_the_disk_during_the_search_loses_no_result(tmp_path, b
     assert (quiet.returncode, quiet.stderr) == (0, "")
     assert json.loads(quiet.stdout)["status"] == "optimal"
 
+
+
+def test_other_warnings_of_a_solve_are_shown_when_raised_and_filtered_as_their_own(monkeypatch, capsys):
+    """The command takes the log's warning as its own line; another warning raised during the solve is Python's to
+    show, when it is raised (before what the solve prints after it) and under the filters of the module that
+    raised it (they were held to the end of the solve and shown again from the command's module)."""
+    import warnings
+
+    real_solve = placement.solve
+
+    def solve(*args, **kwargs):
+        warnings.warn("a warning of the solve's own", UserWarning)
+        print("after the warning", file=sys.stderr)
+        warnings.warn_explicit("a filtered warning", UserWarning, "elsewhere.py", 1, module="elsewhere")
+        warnings.warn(placement.LogWriteWarning("log names a file that cannot be written: x.log: No space left on "
+                                                "device; the solver's log there is incomplete, and the result is kept"))
+        return real_solve(*args, **kwargs)
+
+    monkeypatch.setattr(placement, "solve", solve)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", module="elsewhere")
+        warnings.showwarning = lambda message, category, *where, **more: print(f"{category.__name__}: {message}",
+                                                                                file=sys.stderr)
+        assert main(["solve", CHAIN4]) == 0
+    err = capsys.readouterr().err
+    assert err.index("UserWarning: a warning of the solve's own") < err.index("after the warning")
+    assert "a filtered warning" not in err
+    assert ("after the warning\nwarning: --log names a file that cannot be written: x.log: No space left on device; "
+            "the solver's log there is incomplete, and the result is kept\n[") in err
+    assert err.count("warning: --log") == 1

@@ -127,16 +127,12 @@ def run(args: argparse.Namespace) -> int:
     if is_piper(instance):
         return run_piper(args, instance, options)
     interrupted = False
-    caught: list[Any] = []
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", placement.LogWriteWarning)   # --quiet left the others ignored
-            try:
-                result = placement.solve(instance, **options)
-            except placement.Interrupted as exc:   # the plan in hand is shown, and the status still says interrupted
-                result, interrupted = exc.result, True
-    finally:
-        _say_warnings(caught, args.quiet)
+    with warnings.catch_warnings():
+        _say_log_warnings(args.quiet)
+        try:
+            result = placement.solve(instance, **options)
+        except placement.Interrupted as exc:   # the plan in hand is shown, and the status still says interrupted
+            result, interrupted = exc.result, True
     # its message names the library's parameters ("warm_start was not used") by their options, in every output
     rename = getattr(args, "rename", None)
     shown = result if rename is None or not result.message else replace(result, message=rename(result.message))
@@ -154,18 +150,23 @@ def run(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def _say_warnings(caught: list[Any], quiet: bool) -> None:
-    """The warnings of the solve: that the solver's log could not be written once the search had begun
-    (:class:`placement.LogWriteWarning`, about the library's ``log``) as the command's own, once, naming
-    ``--log``, unless ``quiet``; any other shown as Python shows it."""
+def _say_log_warnings(quiet: bool) -> None:
+    """Inside ``warnings.catch_warnings()``, around the solve: the warning that the solver's log could not be
+    written once the search had begun (:class:`placement.LogWriteWarning`, about the library's ``log``) is the
+    command's own line naming ``--log``, once for each text and not with ``quiet``; any other warning is shown
+    as Python shows it, when it is raised."""
     from placement.errors import LogWriteWarning
 
+    warnings.simplefilter("always", LogWriteWarning)   # --quiet leaves the others ignored; -W error them raised
+    python_shows = warnings.showwarning
     said = set()
-    for caught_warning in caught:
-        text = str(caught_warning.message)
-        if not issubclass(caught_warning.category, LogWriteWarning):
-            warnings.warn_explicit(caught_warning.message, caught_warning.category, caught_warning.filename,
-                                   caught_warning.lineno, source=caught_warning.source)
-        elif not quiet and text not in said:
-            said.add(text)
-            print(f"warning: --log{text.removeprefix('log')}", file=sys.stderr)
+
+    def show(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        if not issubclass(category, LogWriteWarning):
+            python_shows(message, category, filename, lineno, file, line)
+        elif not quiet and str(message) not in said:
+            said.add(str(message))
+            print(f"warning: --log{str(message).removeprefix('log')}", file=sys.stderr)
+
+    warnings.showwarning = show
