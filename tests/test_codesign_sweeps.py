@@ -20,6 +20,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -447,6 +448,29 @@ def test_a_sweep_waits_for_the_one_writing_its_file_and_skips_what_it_wrote(tmp_
     assert second.returncode == 0, rest   # nothing left to run: the first sweep ran it
     assert printed == f"0 configurations run, 1 already in {out}, 0 infeasible, 0 errors; 0 plots written\n"
     assert len(sweep.read_records(out)) == 1
+
+
+def test_a_record_of_other_settings_is_refused_without_waiting_for_the_sweep_writing_the_file(tmp_path):
+    """A record made with other baselines settings refuses the sweep whatever runs on the file: it is refused
+    while another sweep holds the file, not after that sweep (hours, maybe) has ended."""
+    import fcntl
+
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,), random_budget=8)
+    config = sweep.configurations(spec)[0]
+    out = tmp_path / "r.jsonl"
+    sweep.append_record(out, {"id": sweep.configuration_id(config), "config": config, "status": "error",
+                              "error": "recorded before", "settings": sweep.baseline_settings(spec.baselines, 8, 0)})
+    with open(out, "a", encoding="utf-8") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)   # a sweep running on the file
+        outcome: list[BaseException] = []
+        thread = threading.Thread(target=lambda: outcome.append(
+            pytest.raises(InvalidParameterError, sweep.run_sweep, dataclasses.replace(spec, seed=1), out,
+                          quiet=True).value))
+        thread.start()
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "the sweep waited for the lock"
+    assert str(outcome[0]).endswith("and this sweep asks for baselines fixed, random, wham, random_budget 8, seed 1: "
+                                    "resuming would keep that record; write to another file")
 
 
 def test_sweep_spec_files(tmp_path):

@@ -396,6 +396,30 @@ def _client(scheduler: str | None, workers: int | None, processes: bool) -> tupl
     return Client(cluster), cluster
 
 
+def _to_run(spec: SweepSpec, done: dict[str, Any], settings: Any) -> tuple[list[dict[str, Any]], int]:
+    """The tasks of ``spec``'s configurations that ``done`` (the records' ``settings`` by ``id``) holds no record
+    of, and the number of distinct configurations (a value listed twice in the sweep file makes one, run once).
+    A record of one of them made with other baselines ``settings`` is refused (:class:`InvalidParameterError`
+    about ``out``): resuming would keep it; one made before records kept their settings is taken."""
+    todo = []
+    distinct = set()
+    for config in configurations(spec):
+        ident = configuration_id(config)
+        if ident in distinct:
+            continue
+        distinct.add(ident)
+        if ident not in done:
+            todo.append({"id": ident, "config": config, "baselines": list(spec.baselines),
+                         "random_budget": spec.random_budget, "seed": spec.seed})
+        elif done[ident] is not None and done[ident] != settings:
+            raise InvalidParameterError("out", f"holds a record of {config['model']} on {config['chips']} "
+                                               f"chip{'s' * (config['chips'] != 1)} made with "
+                                               f"{_settings_text(done[ident])}, and this sweep asks for "
+                                               f"{_settings_text(settings)}: resuming would keep that record; "
+                                               "write to another file")
+    return todo, len(distinct)
+
+
 def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str | None = None,
               workers: int | None = None, processes: bool | None = None, quiet: bool = False,
               plots: str | Path | None = None,
@@ -449,6 +473,7 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
     if any(configuration_id(config) not in done for config in configurations(spec)):
         require_dask("sweeps need Dask")   # before the records' file or its folders are made
     settings = baseline_settings(spec.baselines, spec.random_budget, spec.seed)
+    _to_run(spec, done, settings)   # a record of other settings: refused now, not after waiting for another sweep
     try:   # fail before hours of work when the records or the plots cannot be written
         out.parent.mkdir(parents=True, exist_ok=True)
         held = open(out, "a", encoding="utf-8")   # kept open to the end: the lock is on it
@@ -466,23 +491,7 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
                 raise InvalidParameterError("plots", f"names a folder that cannot be written: {plots}: "
                                                      f"{exc.strerror}") from None
         _drop_partial_line(out)
-        todo = []
-        distinct = set()   # a value listed twice in the sweep file makes one configuration, run once
-        for config in configurations(spec):
-            ident = configuration_id(config)
-            if ident in distinct:
-                continue
-            distinct.add(ident)
-            if ident not in done:
-                todo.append({"id": ident, "config": config, "baselines": list(spec.baselines),
-                             "random_budget": spec.random_budget, "seed": spec.seed})
-            elif done[ident] is not None and done[ident] != settings:   # a record made before settings were kept: taken
-                raise InvalidParameterError("out", f"holds a record of {config['model']} on {config['chips']} "
-                                                   f"chip{'s' * (config['chips'] != 1)} made with "
-                                                   f"{_settings_text(done[ident])}, and this sweep asks for "
-                                                   f"{_settings_text(settings)}: resuming would keep that record; "
-                                                   "write to another file")
-        total = len(distinct)
+        todo, total = _to_run(spec, done, settings)
         errors = infeasible = 0
         if todo:
             models = {model: _read_model(model) for model in dict.fromkeys(item["config"]["model"] for item in todo)}
