@@ -359,11 +359,15 @@ def test_a_failed_export_writes_nothing_but_its_error(capfd):
     assert capfd.readouterr() == ("", "")
     # and where in the model's code: the line that branches on the tensor's values, and what to change
     line = inspect.getsourcelines(DataDependent.forward)[1] + 1
-    assert str(err.value).endswith(f" (at {__file__}:{line}, in forward: return x * 2 if x.sum() > 0 else x); "
-                                   "forward branches on a value computed from its inputs (an if on a tensor's values, "
-                                   "or on the size of a tensor those values decide), which one exported program "
-                                   "cannot hold: compute every branch with shapes the values do not decide (masks, "
-                                   "torch.where), or branch with torch.cond")
+    assert str(err.value).endswith(f" (at {__file__}:{line}, in forward: return x * 2 if x.sum() > 0 else x)"
+                                   f"{VALUES_IN_PYTHON}")
+
+
+#: what a refused export says to change where forward takes a Python value from values computed from its inputs
+VALUES_IN_PYTHON = ("; forward takes a Python value from a tensor's values computed from its inputs (an if, a loop or "
+                    "an assert on them, .item(), int() or float() of them, or the size of a tensor they decide), which "
+                    "one exported program cannot hold: keep such values in tensors, compute every branch with shapes "
+                    "the values do not decide (masks, torch.where), or branch with torch.cond")
 
 
 def test_a_branch_on_a_size_the_values_decide_says_what_to_change():
@@ -380,10 +384,30 @@ def test_a_branch_on_a_size_the_values_decide_says_what_to_change():
     with pytest.raises(InvalidParameterError) as err:
         import_module(Routed(), (torch.randn(4),))
     assert str(err.value).startswith("model Routed cannot be exported: torch.export raised ")
-    assert str(err.value).endswith("; forward branches on a value computed from its inputs (an if on a tensor's "
-                                   "values, or on the size of a tensor those values decide), which one exported "
-                                   "program cannot hold: compute every branch with shapes the values do not decide "
-                                   "(masks, torch.where), or branch with torch.cond")
+    assert str(err.value).endswith(VALUES_IN_PYTHON)
+
+
+def test_a_number_taken_from_the_values_is_not_called_a_branch():
+    """``float(x.max())`` (a scale), ``int(x.argmax())`` (a slice's end): torch.export stops there in the words of a
+    branch on the values ("Could not guard on data-dependent expression zuf0", "Could not extract specialized
+    integer from data-dependent expression u0"), where forward branches on nothing; the refusal said it did."""
+
+    class Scaled(nn.Module):
+        def forward(self, x):
+            return x / float(x.abs().max())
+
+    class Cut(nn.Module):
+        def forward(self, x):
+            return x[:int(x.argmax())]
+
+    for model, code in ((Scaled(), "return x / float(x.abs().max())"), (Cut(), "return x[:int(x.argmax())]")):
+        with pytest.raises(InvalidParameterError) as err:
+            import_module(model, (torch.randn(4),))
+        name = type(model).__name__
+        line = inspect.getsourcelines(type(model).forward)[1] + 1
+        assert str(err.value).startswith(f"model {name} cannot be exported: torch.export raised ")
+        assert str(err.value).endswith(f" (at {__file__}:{line}, in forward: {code}){VALUES_IN_PYTHON}")
+        assert "branches" not in str(err.value)
 
 
 def test_exported_program_can_be_read_directly():

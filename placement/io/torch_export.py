@@ -304,10 +304,13 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None, 
     return _without_regions(program, torch)
 
 
-#: what to change where ``torch.export`` stopped at a branch on values computed from the inputs
-DATA_DEPENDENT = ("; forward branches on a value computed from its inputs (an if on a tensor's values, or on the "
-                  "size of a tensor those values decide), which one exported program cannot hold: compute every "
-                  "branch with shapes the values do not decide (masks, torch.where), or branch with torch.cond")
+#: what to change where ``torch.export`` stopped at a Python value taken from values computed from the inputs: a
+#: branch on them, and as well a number taken from them (``float(x.max())``, ``int(x.argmax())`` as a slice's end),
+#: which torch reports in the same words and where no branch is
+DATA_DEPENDENT = ("; forward takes a Python value from a tensor's values computed from its inputs (an if, a loop or an "
+                  "assert on them, .item(), int() or float() of them, or the size of a tensor they decide), which one "
+                  "exported program cannot hold: keep such values in tensors, compute every branch with shapes the "
+                  "values do not decide (masks, torch.where), or branch with torch.cond")
 
 #: what ``torch.export`` writes for a ``torch.vmap`` region: functorch's calls that open and close
 #: it, and the higher-order operator that applies a function inside it
