@@ -296,7 +296,7 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None, 
             known = _untraceable(model, first)
             if known:
                 raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: {known}") from None
-            remedy = DATA_DEPENDENT if "data-dependent" in first or "GuardOnDataDependentSymNode" in first else ""
+            remedy = DATA_DEPENDENT if "data-dependent" in first.lower() else ""   # dynamo: "Data-dependent"
             raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: torch.export "
                                                  f"raised {type(exc).__name__}: {first}{_where(str(exc))}"
                                                  f"{remedy}") from None
@@ -409,7 +409,7 @@ def _untraceable(model: Any, first: str) -> str:
     record of the parameters (``.data``)."""
     import torch
 
-    if "data-dependent" in first or "GuardOnDataDependentSymNode" in first:
+    if "data-dependent" in first.lower():
         for name, module in model.named_modules():
             if (isinstance(module, torch.nn.modules.batchnorm._NormBase) and module.training
                     and module.momentum is None and module.track_running_stats):
