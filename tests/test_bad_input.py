@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -193,7 +194,10 @@ def test_missing_node_id(tmp_path):
 @pytest.mark.parametrize("text, line, column, why", [
     ('{"maxFPGAs": 2,\n "maxCPUs": }', 2, 13, "Expecting value"),
     ('{"maxFPGAs": 2 "maxCPUs": 1}', 1, 16, "Expecting ',' delimiter"),
-    ('{"nodes": [\n\n  {"id": 1,}\n]}', 3, 12, "Expecting property name enclosed in double quotes"),
+    # Python 3.13's json names a trailing comma itself, at the comma; 3.11 and 3.12 the missing name after it
+    ('{"nodes": [\n\n  {"id": 1,}\n]}', 3, *((11, "Illegal trailing comma before end of object")
+                                             if sys.version_info >= (3, 13)
+                                             else (12, "Expecting property name enclosed in double quotes"))),
     ("[1, 2", 1, 6, "Expecting ',' delimiter"),
 ])
 def test_malformed_json_names_line_and_column(tmp_path, text, line, column, why):
