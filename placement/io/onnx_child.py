@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import tempfile
+import warnings
 from typing import Any
 
 #: the first byte of what the child writes: the inferred model follows, or the text of onnx's exception
@@ -60,7 +61,7 @@ def infer_shapes(model: Any, onnx: Any, strict: bool) -> Any:
         except OSError:   # no file descriptor left
             return _in_process(model, onnx, strict)
         try:
-            pid: int | None = os.fork()
+            pid: int | None = _fork()
         except OSError:   # EAGAIN (a limit on processes), ENOMEM
             pid = None
         except BaseException:
@@ -96,6 +97,17 @@ def infer_shapes(model: Any, onnx: Any, strict: bool) -> Any:
     if status == 0 and written[:1] == ERROR:
         raise InferenceFailed(written[1:].decode("utf-8", "replace"))
     raise InferenceFailed(f"the process running it ended with status {status}")
+
+
+def _fork() -> int:
+    """``os.fork()``, without the ``DeprecationWarning`` Python 3.12 and later give where the process has other
+    threads (numpy's, torch's): a child of such a process may deadlock on a lock another thread held, but this
+    one runs onnx's inference on its own copy of the model, writes to a pipe and leaves by ``os._exit``."""
+    from placement.process_state import catch_warnings
+
+    with catch_warnings():
+        warnings.filterwarnings("ignore", message=r"This process .*multi-threaded", category=DeprecationWarning)
+        return os.fork()
 
 
 def _in_process(model: Any, onnx: Any, strict: bool) -> Any:
