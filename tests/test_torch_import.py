@@ -367,7 +367,7 @@ def test_a_failed_export_writes_nothing_but_its_error(capfd):
 VALUES_IN_PYTHON = ("; forward takes a Python value from a tensor's values computed from its inputs (an if, a loop or "
                     "an assert on them, .item(), int() or float() of them, or the size of a tensor they decide), which "
                     "one exported program cannot hold: keep such values in tensors, compute every branch with shapes "
-                    "the values do not decide (masks, torch.where), or branch with torch.cond")
+                    "the values do not decide (masks, torch.where), not with torch.cond, which is not costed")
 
 
 def test_a_branch_on_a_size_the_values_decide_says_what_to_change():

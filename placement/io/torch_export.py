@@ -310,7 +310,7 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None, 
 DATA_DEPENDENT = ("; forward takes a Python value from a tensor's values computed from its inputs (an if, a loop or an "
                   "assert on them, .item(), int() or float() of them, or the size of a tensor they decide), which one "
                   "exported program cannot hold: keep such values in tensors, compute every branch with shapes the "
-                  "values do not decide (masks, torch.where), or branch with torch.cond")
+                  "values do not decide (masks, torch.where), not with torch.cond, which is not costed")
 
 #: what ``torch.export`` writes for a ``torch.vmap`` region: functorch's calls that open and close
 #: it, and the higher-order operator that applies a function inside it
