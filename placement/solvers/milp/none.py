@@ -51,6 +51,25 @@ before the model is built, so that a limit that runs out while it is built retur
 class that need not be one: on InceptionV3 training the DP's 122.76 left CP-SAT at 118.06 after
 120 s, where the local search's 117.99 led it to 117.43; BERT-24 inference, from 17.7358 in place of
 17.7899, was proven in 5.7 s in place of 10.9 s (1 thread, two such runs at once on 2 cores).
+
+Measured and not kept, on ResNet-50 inference (1 thread, a loaded 2-core machine; the bound stays at row 9's
+33.036, the best plan found in 600 s is 33.3028):
+
+* CP-SAT's lower-bound tree search (``optimize_with_lb_tree_search``): at 300 s a bound of 33.074 and a plan of
+  33.418, where the default search had 33.036 and 33.346. Its core-based search (``optimize_with_core``),
+  for the first half of the limit: at 600 s a better plan on one of the four open graphs (this one: 33.266
+  against 33.335), the same plans on the others, and BERT-24 inference's proof slowed from 10 s to 16 s.
+* The decision model (load at most 33.25, or 33.29, no objective): no answer in 240 s.
+* Set partitioning over accelerator sets at a fixed ``T`` (a column: a set whose load is at most ``T``; the
+  linear relaxation needing more than 6 accelerators proves the optimum above ``T``), by column generation
+  with exact pricing: a DP along a topological order whose state is, for each node with a successor not
+  yet decided, its side and whether its cost is paid, with a Pareto list of load against dual value (the
+  order's frontier holds 2 nodes on ResNet-50, 5 on InceptionV3: 0.36 s a pricing on ResNet-50 inference,
+  5.8 s on InceptionV3 inference, 29 s on its training graph, in numpy, before colour classes, which
+  training graphs need in the state), with dual smoothing and the Lagrangian bound of each pricing. It
+  proved the optimum above 33.1 in 379 s (396 pricings) and above 33.2 in 647 s (592): a bound the
+  model's relaxation does not reach, but the relaxation of set partitioning stays below the best plan, so a
+  proof needs branching on pairs of groups on top of it, and a compiled pricing to fit the time limit.
 """
 
 from __future__ import annotations
