@@ -143,12 +143,21 @@ def _read_with_devices(source: str | PathLike[str] | Mapping[str, Any], counts: 
             fields = {"maxFPGAs": counts.get(ACCELERATOR), "maxCPUs": counts.get(CPU),
                       "maxSizePerFPGA": sizes.get(ACCELERATOR)}
             data.update({field: value for field, value in fields.items() if value is not None})
+            left = [data.get("maxFPGAs"), data.get("maxCPUs")]
         elif isinstance(data["deviceTypes"], list):
             data["deviceTypes"] = [
                 {**entry, **({"count": counts[entry["name"]]} if entry["name"] in counts else {}),
                  **({"memory": sizes[entry["name"]]} if entry["name"] in sizes else {})}
                 if isinstance(entry, dict) and entry.get("name") in (ACCELERATOR, CPU) else entry
                 for entry in data["deviceTypes"]]
+            left = [entry.get("count") if isinstance(entry, dict) else None for entry in data["deviceTypes"]]
+        else:
+            return data
+        # the overrides that zero every count are to blame, not the file, whose own counts are not all 0
+        zeroed = [name for name, kind in (("accelerators", ACCELERATOR), ("cpus", CPU)) if counts.get(kind) == 0]
+        if zeroed and left and all(type(count) is int and count == 0 for count in left):
+            raise InvalidParameterError(zeroed[0], f"leaves no device ({' and '.join(f'{n}=0' for n in zeroed)}: "
+                                                   f"every device count is 0)")
         return data
 
     if isinstance(source, Mapping):

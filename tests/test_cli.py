@@ -122,6 +122,26 @@ def test_zero_devices_is_bad_input(capsys):
                                        "every device count is 0)\n")
 
 
+@pytest.mark.parametrize("command", [["solve"], ["solve", "--method", "greedy"], ["verify"]])
+def test_zero_devices_of_an_instance_refused_as_written_blames_the_override(tmp_path, capsys, command):
+    # the file has two accelerators, no CPU and a node only a CPU runs: refused as written, so it is read once
+    # more with the overrides, and the refusal is theirs, not the file's (whose maxFPGAs is 2, not 0)
+    path = tmp_path / "cpu-node.json"
+    path.write_text(json.dumps({
+        "maxSizePerFPGA": 10, "maxFPGAs": 2, "maxCPUs": 0,
+        "nodes": [{"id": 1, "supportedOnFpga": True, "fpgaLatency": 1, "cpuLatency": 5, "size": 1},
+                  {"id": 2, "supportedOnFpga": False, "fpgaLatency": 1, "cpuLatency": 5, "size": 1}],
+        "edges": [{"sourceId": 1, "destId": 2, "cost": 1}]}))
+    if command == ["verify"]:
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"fpgas": [{"nodes": [1, 2]}], "cpus": []}))
+        assert main([*command, str(path), str(plan), "--accelerators", "0"]) == 2
+    else:
+        assert main([*command, str(path), "--accelerators", "0", "--quiet"]) == 2
+    assert capsys.readouterr().err == ("error: --accelerators leaves no device (--accelerators 0: "
+                                       "every device count is 0)\n")
+
+
 @pytest.mark.parametrize("argv, message", [
     (["solve"], "the following arguments are required: instance"),
     (["solve", CHAIN4, "--accelerators", "-1"], "argument --accelerators: expected a non-negative integer, got '-1'"),
