@@ -57,6 +57,25 @@ def test_device_overrides(capsys):
     assert "max-load    24.000000" in capsys.readouterr().out
 
 
+def test_own_devices_note_names_no_reason_the_recorded_devices_share(tmp_path, capsys):
+    # memory 50 recorded, the instance's own is 100: the devices do not matter, only the broken pipeline order
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"fpgas": [{"nodes": [1, 3]}, {"nodes": [2, 4]}], "cpus": [],
+                                "overrides": {"memory": 50}}))
+    assert main(["verify", CHAIN4, str(plan), "--contiguity", "stages", "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["violations"] == ["stages: no pipeline order of the devices exists: cycle 0 -> 1 -> 0"]
+    assert document["notes"] == ["checked on the devices the plan file records it was solved with: --memory 50"]
+    # a reason of the devices alone is still named: three accelerators recorded, the instance has two
+    plan.write_text(json.dumps({"fpgas": [{"nodes": [1, 3]}, {"nodes": [2]}, {"nodes": [4]}], "cpus": [],
+                                "overrides": {"accelerators": 3}}))
+    assert main(["verify", CHAIN4, str(plan), "--contiguity", "stages"]) == 1
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note")]
+    assert notes == ["note: checked on the devices the plan file records it was solved with: --accelerators 3",
+                     "note: on the instance's own devices the plan is not valid: device type accelerator: 3 devices "
+                     "used, but only 2 exist"]
+
+
 def test_device_overrides_hold_a_file_its_own_devices_cannot(tmp_path, capsys):
     """chain4 at 0.5 bytes an accelerator (1 byte a node) and no CPU is refused as written; --memory 2 holds it
     (7.5, its optimum at memory 2), and verify and simulate read it with the memory the plan records."""

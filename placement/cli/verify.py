@@ -188,8 +188,10 @@ def _notes(args: argparse.Namespace, plan: Any, instance: Any, verification: Any
         if split["backward"] == "joint":   # the file vouches for its own devices: say what the instance says
             own = placement.verify(instance, as_plan(plan), objective=args.objective,
                                    contiguity=verification.contiguity, calls=args.calls, infer_from_colours=True)
-            if not own.valid:
-                said.append(f"on the instance's own devices the plan is not valid: {own.violations[0]}")
+            # a reason the recorded devices share (a broken contiguity class) is no reason of the devices
+            own_only = [v for v in own.violations if v not in verification.violations]
+            if not own.valid and own_only:
+                said.append(f"on the instance's own devices the plan is not valid: {own_only[0]}")
     if recorded:
         said.append(f"checked as a split-backward plan with {recorded}, as the plan file records")
     elif split["backward"] == "joint" and record.get("mode") == "split":
