@@ -149,7 +149,7 @@ from placement.io.onnx_checks import (check_element_types, check_schemas, check_
                                       default_opset, topological_nodes)
 from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.onnx_sequences import split_sequences
-from placement.io.onnx_shapes import SMALL, shaped_model, static_shapes
+from placement.io.onnx_shapes import SMALL, shaped_model, static_shapes, written_by
 from placement.io.onnx_tied import constant_valued, transposed_copies, zero_valued
 from placement.io.op_grouping import check_grouping, group_ops
 from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
@@ -372,16 +372,6 @@ def _initializers_as_inputs(model: Any, onnx: Any) -> None:
                              for init in model.graph.initializer if init.name not in listed)
 
 
-def _negative_source(graph: Any, tensor: str) -> str:
-    """The start of the refusal of ``tensor`` of a negative dimension: the node that writes it (``the model cannot
-    run: node 'pad' (Pad) gives 't'``, as an inferred shape is the node's doing), or the tensor alone."""
-    for k, node in enumerate(graph.node):
-        if tensor in node.output:
-            label = node.name or f"{node.op_type}_{k}"
-            return f"the model cannot run: node {label!r} ({node.op_type}) gives {tensor!r}"
-    return f"tensor {tensor!r} has"
-
-
 def _tensor_table(model: Any, dtype: str | None, onnx: Any, name: str = "model") -> dict[str, _Tensor]:
     """Every tensor with a fully static shape, by name (after shape inference)."""
     table: dict[str, _Tensor] = {}
@@ -399,8 +389,9 @@ def _tensor_table(model: Any, dtype: str | None, onnx: Any, name: str = "model")
         if all(d.HasField("dim_value") for d in dims):
             shape = tuple(int(d.dim_value) for d in dims)
             if min(shape, default=0) < 0:   # costed as it stands, it gave negative FLOPs and sizes
-                raise InvalidInstanceError(f"{name}: {_negative_source(graph, value.name)} the shape {list(shape)}, "
-                                           "with a negative dimension")
+                writer = written_by(graph, value.name)
+                source = f"the model cannot run: {writer}" if writer else f"tensor {value.name!r} has"
+                raise InvalidInstanceError(f"{name}: {source} the shape {list(shape)}, with a negative dimension")
             table.setdefault(value.name, _Tensor(value.name, tt.elem_type, shape, dtype, onnx, name))
     for node in graph.node:
         if node.op_type == "Constant" and node.output:

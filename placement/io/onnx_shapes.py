@@ -149,19 +149,26 @@ def _aborted(model: Any, name: str, onnx: Any, exc: InferenceAborted) -> Inferen
         except InvalidInstanceError as error:
             return InferenceAbortedError(str(error))
         shapes = static_shapes(before.graph)
-        writers = {out: (k, other) for k, other in enumerate(before.graph.node) for out in other.output if out}
         for tensor in node.input:
             shape = shapes.get(tensor)
             if shape is None or min(shape, default=0) >= 0:
                 continue
-            k, writer = writers.get(tensor, (None, None))
-            source = (f"node {writer.name or f'{writer.op_type}_{k}'!r} ({writer.op_type}) gives {tensor!r}"
-                      if writer is not None else f"{tensor!r} has")
+            source = written_by(before.graph, tensor) or f"{tensor!r} has"
             return InferenceAbortedError(f"{name}: the model cannot run: {source} the shape {list(shape)}, with a "
                                          f"negative dimension (ONNX shape inference ended the process it ran in "
                                          f"on node {label}, which reads it)")
     return InferenceAbortedError(f"{name}: ONNX shape inference failed on node {label} and ended the process it "
                                  f"ran in ({reason})")
+
+
+def written_by(graph: Any, tensor: str) -> str | None:
+    """``node 'pad' (Pad) gives 't'``: the node of ``graph`` that writes ``tensor`` (unnamed, its operator and
+    position, as the importer names it), for a message about the shape it gave; ``None`` where no node writes it."""
+    for k, node in enumerate(graph.node):
+        if tensor in node.output:
+            label = node.name or f"{node.op_type}_{k}"
+            return f"node {label!r} ({node.op_type}) gives {tensor!r}"
+    return None
 
 
 #: operators whose output holds the elements of their first input, rearranged
