@@ -98,10 +98,19 @@ def test_the_fixed_design_is_tpu_like_snapped_to_the_grid(mlp, tiny):
     assert str(caught.value) == ("area 350 mm² is below the TPU-like design tc2x128x128-vc1x128-buf32 (353.952 mm² "
                                  "and 186.4814453125 W), the fixed baseline's chip")
     for area, power, message in ((606.68, 120.0, "power 120 W is below"),   # the budget that excludes it, named
-                                 (350.0, 120.0, "area 350 mm² and power 120 W are below")):
+                                 (350.0, 120.0, "area 350 mm² and power=120 W are below")):
         with pytest.raises(InvalidParameterError) as caught:
             baselines.fixed(mlp, 1, area, power, grid=tiny)
         assert str(caught.value).startswith(f"{message} the TPU-like design ")
+
+
+def test_the_command_names_both_budgets_the_fixed_design_exceeds_as_options(capsys):
+    from placement.cli import main
+    assert main(["codesign", MLP, "--chips", "1", "--grid", TINY, "--baseline", "fixed", "--area", "350",
+                 "--power", "120"]) == 2
+    assert capsys.readouterr().err == ("error: --area 350 mm² and --power 120 W are below the TPU-like design "
+                                       "tc2x128x128-vc1x128-buf32 (353.952 mm² and 186.4814453125 W), the fixed "
+                                       "baseline's chip\n")
 
 
 def test_wham_through_the_library_entry_point(tiny):

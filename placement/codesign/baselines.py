@@ -270,7 +270,7 @@ def fixed(model: Any, chips: int, area: float, power: float, *, grid: Any = None
         need = f"{format_number(design.area_mm2)} mm² and {format_number(design.tdp_w)} W"
         chip = f"the TPU-like design {design.label} ({need}), the fixed baseline's chip"
         if design.area_mm2 > area and design.tdp_w > power:
-            raise InvalidParameterError("area", f"{format_number(area)} mm² and power {format_number(power)} W are "
+            raise InvalidParameterError("area", f"{format_number(area)} mm² and power={format_number(power)} W are "
                                                 f"below {chip}")
         if design.tdp_w > power:
             raise InvalidParameterError("power", f"{format_number(power)} W is below {chip}")
