@@ -198,17 +198,28 @@ def past_floats(value: int) -> str:
 def refuse_huge_integers(document: Any, error: type[PlacementError]) -> None:
     """Raise ``error`` naming an integer of a decoded ``document`` (a plan given as a dict) past the
     float range, by its place and length, as :func:`load_json` refuses one in a file: every number read is
-    taken as a double, and ``float`` of such an integer raises ``OverflowError``."""
-    stack: list[tuple[Any, str]] = [(document, "")]
+    taken as a double, and ``float`` of such an integer raises ``OverflowError``. A container that holds
+    itself, which no JSON text decodes to (and which the search would follow forever), is refused too."""
+    path: list[int] = []                 # the ids of the containers from the document to the one searched
+    stack: list[tuple[Any, str, int]] = [(document, "", 0)]
     while stack:
-        value, where = stack.pop()
+        value, where, depth = stack.pop()
+        del path[depth:]
         if isinstance(value, int) and not isinstance(value, bool):
             if past_floats(value):
                 raise error(f"{where or 'the document'}: {past_floats(value)}")
-        elif isinstance(value, Mapping):
-            stack.extend((item, f"{where}.{key}" if where else str(key)) for key, item in value.items())
+            continue
+        if isinstance(value, Mapping):
+            items = [(item, f"{where}.{key}" if where else str(key)) for key, item in value.items()]
         elif isinstance(value, (list, tuple)):
-            stack.extend((item, f"{where}[{k}]") for k, item in enumerate(value))
+            items = [(item, f"{where}[{k}]") for k, item in enumerate(value)]
+        else:
+            continue
+        if id(value) in path:
+            raise error(f"{where or 'the document'} holds itself (a container that is its own element is no JSON "
+                        "document)")
+        path.append(id(value))
+        stack.extend((item, place, depth + 1) for item, place in items)
 
 
 def _non_finite_name(value: float) -> str:

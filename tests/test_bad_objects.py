@@ -87,6 +87,28 @@ def test_a_plan_of_numpy_ids_is_verified_as_its_integers():
     assert placement.verify("instances/tiny/chain4.json", plan).value == 7.5
 
 
+def test_a_plan_document_that_holds_itself_is_refused():
+    """No JSON text decodes to a container that is its own element; the search of a plan document for integers
+    past the float range followed one forever (verify, simulate and Result.from_json hung, taking memory without
+    bound), where an instance document is refused by name. A dict shared by two fields is no cycle."""
+    plan = {"fpgas": [{"nodes": [1, 2]}, {"nodes": [3, 4]}], "stats": {}}
+    plan["stats"]["runs"] = [plan]
+    message = "stats.runs[0] holds itself (a container that is its own element is no JSON document)"
+    for call in (lambda: placement.verify("instances/tiny/chain4.json", plan),
+                 lambda: placement.simulate("instances/tiny/chain4.json", plan, microbatches=4),
+                 lambda: placement.Result.from_json(plan)):
+        with pytest.raises(InvalidPlanError) as caught:
+            call()
+        assert str(caught.value) == message
+    parallel = {"schedule": "piper", "stages": [{"nodes": [0, 1], "d": 1, "t": 1, "tmpcs": {"0": "x", "1": "x"}}]}
+    parallel["stages"][0]["about"] = parallel["stages"]
+    with pytest.raises(InvalidPlanError) as caught:
+        placement.verify(_piper_pair(), parallel)
+    assert str(caught.value) == "stages[0].about holds itself (a container that is its own element is no JSON document)"
+    shared = {"seed": 1}
+    assert placement.verify("instances/tiny/chain4.json", {**plan, "stats": {"a": shared, "b": shared}}).value == 7.5
+
+
 def test_hypar_takes_numpy_integers():
     result = placement.hypar("lenet-c", accelerators=np.int64(4), batch=np.int64(32))
     assert (type(result.accelerators), result.accelerators) == (int, 4)
