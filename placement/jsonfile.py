@@ -222,6 +222,30 @@ def refuse_huge_integers(document: Any, error: type[PlacementError]) -> None:
         stack.extend((item, place, depth + 1) for item, place in items)
 
 
+def refuse_non_string_keys(document: Any, error: type[PlacementError]) -> None:
+    """Raise ``error`` naming the first key of a decoded ``document`` given as a dict (a library caller's) that
+    is not a string, as no JSON text decodes to (``{1: ...}`` for ``{"1": ...}``): the readers match keys as
+    text, and took such a key to a regular expression's ``TypeError`` or read it as another field. Each
+    container is searched once (one that holds itself is refused by name later)."""
+    seen: set[int] = set()
+    stack: list[tuple[Any, str]] = [(document, "")]
+    while stack:
+        value, where = stack.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise error(f"{where or 'the document'}: a key must be a string, as a JSON object's are, got "
+                                f"{json_type_name(key)} {key!r}")
+            stack.extend((item, f"{where}.{key}" if where else key) for key, item in value.items()
+                         if isinstance(item, (Mapping, list, tuple)))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((item, f"{where}[{k}]") for k, item in enumerate(value)
+                         if isinstance(item, (Mapping, list, tuple)))
+
+
 def _non_finite_name(value: float) -> str:
     return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
 

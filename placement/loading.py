@@ -19,7 +19,8 @@ from os import PathLike
 from typing import Any, Callable, Mapping
 
 from placement.errors import InvalidInstanceError, InvalidParameterError
-from placement.jsonfile import MAX_INPUT_BYTES, json_type_name, parse_file, refuse_non_finite_document
+from placement.jsonfile import (MAX_INPUT_BYTES, json_type_name, parse_file, refuse_non_finite_document,
+                                refuse_non_string_keys)
 from placement.problem.instance import ACCELERATOR, CPU, Instance
 
 FORMATS = ("tarnawski", "native", "piper")
@@ -82,6 +83,7 @@ def _load(source: Any, format: str | None, max_bytes: int) -> tuple[Any, Any]:
     max_bytes = integer("max_bytes", max_bytes, smallest=1)
     if isinstance(source, Mapping):
         data = dict(source)
+        refuse_non_string_keys(data, InvalidInstanceError)   # before the parser, which matches keys as text
         parsed = _parse(data, format, name="")
         refuse_non_finite_document(data, InvalidInstanceError)   # after the parser, as a file's (parse_file)
         return parsed, data

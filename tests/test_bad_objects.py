@@ -109,6 +109,41 @@ def test_a_plan_document_that_holds_itself_is_refused():
     assert placement.verify("instances/tiny/chain4.json", {**plan, "stats": {"a": shared, "b": shared}}).value == 7.5
 
 
+def _piper_document(change):
+    from tests.test_piper_io import instance
+
+    document = instance()
+    change(document)
+    return document
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["nodes"][0].update(TMPCs={1: d["nodes"][0]["TMPCs"]["1"]}),
+     "nodes[0].TMPCs: a key must be a string, as a JSON object's are, got integer 1"),
+    (lambda d: d["nodes"][1]["TMPCs"]["1"][0].update(syncTimeFw={1: 0.0}),
+     "nodes[1].TMPCs.1[0].syncTimeFw: a key must be a string, as a JSON object's are, got integer 1"),
+    (lambda d: d.update(deviceTypes={7: {"count": 1, "memory": 1.0}}),
+     "deviceTypes: a key must be a string, as a JSON object's are, got integer 7"),
+])
+def test_a_piper_document_key_that_is_not_a_string_is_refused_by_name(change, message):
+    # the reader matched the keys against regular expressions: a TypeError from deep inside it
+    with pytest.raises(InvalidInstanceError) as caught:
+        placement.load(_piper_document(change))
+    assert str(caught.value) == message
+
+
+def test_a_document_key_that_is_not_a_string_is_refused_by_name():
+    document = {"maxSizePerFPGA": 10.0, "maxFPGAs": 1, "maxCPUs": 0, "edges": [],
+                "nodes": [{"id": 1, "name": "a", "supportedOnFpga": 1, "fpgaLatency": 1.0, "cpuLatency": 2.0}]}
+    with pytest.raises(InvalidInstanceError) as caught:   # sorting the unknown fields None and (1,): a TypeError
+        placement.load({**document, None: 1, (1,): 2})
+    assert str(caught.value) == "the document: a key must be a string, as a JSON object's are, got null None"
+    parallel = {"schedule": "piper", "stages": [{"nodes": [0, 1], "d": 1, "t": 1, "tmpcs": {0: "x", 1: "x"}}]}
+    with pytest.raises(InvalidPlanError) as caught:
+        placement.verify(_piper_pair(), parallel)
+    assert str(caught.value) == "stages[0].tmpcs: a key must be a string, as a JSON object's are, got integer 0"
+
+
 def test_hypar_takes_numpy_integers():
     result = placement.hypar("lenet-c", accelerators=np.int64(4), batch=np.int64(32))
     assert (type(result.accelerators), result.accelerators) == (int, 4)

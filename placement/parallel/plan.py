@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from placement.errors import InvalidPlanError
-from placement.jsonfile import NODE_ID_KEY, json_value_text, refuse_huge_integers
+from placement.jsonfile import NODE_ID_KEY, json_value_text, refuse_huge_integers, refuse_non_string_keys
 from placement.misspelling import misspelling_message, misspelt_field
 from placement.plan import _ids, typed_sequence
 from placement.problem.instance import is_flag
@@ -134,6 +134,7 @@ class ParallelPlan:
         misspelt (:mod:`placement.misspelling`: ``schedul`` ignored would check the plan under another
         schedule)."""
         refuse_huge_integers(doc, InvalidPlanError)   # a decoded document's, as a file's are refused
+        refuse_non_string_keys(doc, InvalidPlanError)   # 'tmpcs' keys are matched as text
         # a document without stages is another document (an instance's 'maxDevices' is no misspelt 'devices')
         misspelt = misspelt_field([doc], DOCUMENT_FIELDS if isinstance(doc, Mapping) and "stages" in doc
                                   else ("stages",))
