@@ -158,6 +158,49 @@ def test_a_graph_input_whose_initializer_has_another_shape_or_type_is_an_error()
     assert [op.flops for op in graph.ops] == [2 * 4 * 8 * 16]
 
 
+def _convolution(op_type, weight_shape, group=None):
+    """X [1, 4, 6, 6] by a 1x1 kernel of ``weight_shape`` (output shape left to inference)."""
+    attrs = {} if group is None else {"group": group}
+    node = helper.make_node(op_type, ["x", "w"], ["y"], name="conv", **attrs)
+    return model([node], [("x", [1, 4, 6, 6])], [("y", None)], [weight("w", weight_shape)])
+
+
+@pytest.mark.parametrize("op_type, weight_shape, group, problem", [
+    # more weight input channels than X has: the groups were taken as 4 // 6 = 0, a ZeroDivisionError
+    ("Conv", [8, 6, 1, 1], None, "it reads 'x' of 4 channels, and its weight 'w' of shape [8, 6, 1, 1] takes 6 "
+                                 "(group 1 × the weight's dimension 1)"),
+    # a depthwise weight without its group: costed as 4 groups, a convolution the model does not hold
+    ("Conv", [8, 1, 1, 1], None, "it reads 'x' of 4 channels, and its weight 'w' of shape [8, 1, 1, 1] takes 1 "
+                                 "(group 1 × the weight's dimension 1)"),
+    ("Conv", [8, 4, 1, 1], 2, "it reads 'x' of 4 channels, and its weight 'w' of shape [8, 4, 1, 1] takes 8 "
+                              "(group 2 × the weight's dimension 1)"),
+    ("Conv", [6, 1, 1, 1], 4, "its weight 'w' of shape [6, 1, 1, 1] has 6 output channels, which its group 4 does "
+                              "not divide"),
+    ("Conv", [8, 4, 1, 1], 0, "its group is 0, not a positive number of groups"),
+    ("ConvTranspose", [2, 3, 1, 1], None, "it reads 'x' of 4 channels, and its weight 'w' of shape [2, 3, 1, 1] "
+                                          "takes 2 (the weight's dimension 0)"),
+    ("ConvTranspose", [4, 3, 1, 1], 3, "its weight 'w' of shape [4, 3, 1, 1] has 4 input channels, which its group 3 "
+                                       "does not divide"),
+])
+def test_a_convolution_whose_group_does_not_fit_its_channels_is_an_error(op_type, weight_shape, group, problem):
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(_convolution(op_type, weight_shape, group), "conv")
+    assert str(err.value) == f"conv: the model cannot run: node 'conv' ({op_type}): {problem}"
+
+
+@pytest.mark.parametrize("op_type, weight_shape, group, flops", [
+    # a 1x1 Conv of 36 positions: 2 · 36 · (input channels per group) · (output channels)
+    ("Conv", [8, 4, 1, 1], None, 2 * 36 * 4 * 8),
+    ("Conv", [8, 1, 1, 1], 4, 2 * 36 * 1 * 8),      # depthwise, two outputs per channel
+    ("Conv", [8, 2, 1, 1], 2, 2 * 36 * 2 * 8),
+    # a ConvTranspose of weight [4, 3] in 2 groups writes 6 channels: 2 · 36 · 2 (inputs per group) · 6
+    ("ConvTranspose", [4, 3, 1, 1], 2, 2 * 36 * 2 * 6),
+])
+def test_a_grouped_convolution_that_fits_is_costed(op_type, weight_shape, group, flops):
+    graph = graph_from_onnx(_convolution(op_type, weight_shape, group), "conv")
+    assert [op.flops for op in graph.ops] == [flops]
+
+
 def test_a_reshape_to_another_number_of_elements_is_an_error():
     """x[100,32] reshaped to the constant [8,2,16] (256 elements, as an export traced at other sizes holds),
     then multiplied by W[16,16]: shape inference takes the target as written, and the MatMul was costed

@@ -25,7 +25,8 @@ operators contradict (a ``value_info`` of ``[4, 1000]`` for a ``MatMul`` of ``[4
 are an error rather than a wrong FLOP count. Where strict inference fails for any other reason,
 lenient inference is used instead. Inference takes a ``Reshape``'s target shape as written, so
 :func:`check_element_counts` checks that the operators that rearrange a tensor keep its number
-of elements. Before inference, :func:`check_declared_dimensions` refuses a declared negative dimension
+of elements, and :func:`check_convolution_groups` that a convolution's ``group`` fits its channels. Before
+inference, :func:`check_declared_dimensions` refuses a declared negative dimension
 and :func:`check_split_parts` a ``Split`` that cannot split the declared size of its axis into its parts:
 onnx's inference gave either a negative dimension and aborted the process on some operators after it.
 After it, :func:`check_split_parts` refuses such a ``Split`` of a size inference found.
@@ -193,6 +194,38 @@ def check_element_counts(graph: Any, name: str) -> None:
                 f"{node.input[0]!r} of shape {list(before)} ({math.prod(before):,} elements) into {node.output[0]!r} "
                 f"of shape {list(after)} ({math.prod(after):,} elements); a {node.op_type} keeps the number of "
                 "elements (a shape the model holds as a constant, made for other input sizes?)")
+
+
+def check_convolution_groups(graph: Any, name: str) -> None:
+    """:class:`InvalidInstanceError` for a ``Conv`` or ``ConvTranspose`` whose ``group`` does not fit the static
+    shapes of its input and weight: a ``Conv`` reads ``group × W[1]`` channels and writes ``W[0]``, a multiple
+    of ``group``; a ``ConvTranspose`` reads ``W[0]`` channels, a multiple of ``group``. Shape inference does not
+    check them, and the costing takes the groups from these shapes."""
+    shapes = static_shapes(graph)
+    for k, node in enumerate(graph.node):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in ("Conv", "ConvTranspose") or len(node.input) < 2:
+            continue
+        x, w = shapes.get(node.input[0]), shapes.get(node.input[1])
+        if x is None or w is None or len(x) < 3 or len(x) != len(w) or 0 in x or 0 in w:
+            continue
+        group = next((attr.i for attr in node.attribute if attr.name == "group"), 1)
+        transposed = node.op_type == "ConvTranspose"
+        takes = w[0] if transposed else group * w[1]
+        divided = w[0]   # a Conv's output channels, a ConvTranspose's input channels
+        problem = None
+        if group < 1:
+            problem = f"its group is {group}, not a positive number of groups"
+        elif x[1] != takes:
+            taken = "the weight's dimension 0" if transposed else f"group {group} × the weight's dimension 1"
+            problem = (f"it reads {node.input[0]!r} of {x[1]} channels, and its weight {node.input[1]!r} of shape "
+                       f"{list(w)} takes {takes} ({taken})")
+        elif divided % group:
+            channels = "input" if transposed else "output"
+            problem = (f"its weight {node.input[1]!r} of shape {list(w)} has {divided} {channels} channels, which "
+                       f"its group {group} does not divide")
+        if problem is not None:
+            raise InvalidInstanceError(f"{name}: the model cannot run: node {node.name or f'{node.op_type}_{k}'!r} "
+                                       f"({node.op_type}): {problem}")
 
 
 def check_declared_dimensions(graph: Any, name: str) -> None:
@@ -530,4 +563,5 @@ def shaped_model(model: Any, name: str, onnx: Any) -> tuple[Any, dict[str, Any]]
             break
     check_split_parts(shaped.graph, name, default_opset(model), onnx)
     check_element_counts(shaped.graph, name)
+    check_convolution_groups(shaped.graph, name)
     return shaped, known
