@@ -144,6 +144,30 @@ def test_a_document_key_that_is_not_a_string_is_refused_by_name():
     assert str(caught.value) == "stages[0].tmpcs: a key must be a string, as a JSON object's are, got integer 0"
 
 
+def _with_support(value):
+    """The document of chain4 (two accelerators, no CPU) whose node 2 says ``supportedOnFpga: value``."""
+    import json
+
+    with open("instances/tiny/chain4.json") as file:
+        document = json.load(file)
+    document["nodes"][1]["supportedOnFpga"] = value
+    return document
+
+
+@pytest.mark.parametrize("value, shown", [(np.array([1.0]), "ndarray"), (np.array([[1]]), "ndarray"),
+                                          (np.array([0.0, 1.0]), "ndarray"), (np.array(1.0), "1.0")])
+def test_a_flag_of_a_document_that_is_an_array_is_refused(value, shown):
+    # a flag was read as "value in (0, 1)": an array of one 1 was true, and one of two values a bare ValueError
+    with pytest.raises(InvalidInstanceError) as caught:
+        placement.load(_with_support(value))
+    assert str(caught.value) == f"node 2: field 'supportedOnFpga' must be true/false or 0/1, got {shown}"
+
+
+@pytest.mark.parametrize("value", [np.bool_(True), np.int64(1), np.array(1), 1, True])
+def test_a_flag_of_a_document_that_is_a_numpy_scalar_is_its_value(value):
+    assert placement.load(_with_support(value)).nodes[1].times == (3.0, 30.0)
+
+
 def test_hypar_takes_numpy_integers():
     result = placement.hypar("lenet-c", accelerators=np.int64(4), batch=np.int64(32))
     assert (type(result.accelerators), result.accelerators) == (int, 4)

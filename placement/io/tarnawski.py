@@ -85,7 +85,10 @@ def read_field(obj: dict, key: str, where: str, kind: str, *, default: Any = ...
             raise InvalidInstanceError(f"{where}: field {key!r} is negative ({value})")
         return value
     if kind == "bool":
-        if value in (0, 1) and not isinstance(value, float) or isinstance(value, bool):
+        if getattr(value, "ndim", None) == 0:   # a numpy scalar (np.bool_ is neither a bool nor an integer)
+            value = value.tolist()
+        # an integer, not any value equal to 0 or 1: a numpy array of one 1 was read as true, of two an error
+        if isinstance(value, bool) or isinstance(value, _INTEGER) and value in (0, 1):
             return bool(value)
         raise InvalidInstanceError(f"{where}: field {key!r} must be true/false or 0/1, got {json_value_text(value)}")
     if kind == "str":
