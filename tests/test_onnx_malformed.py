@@ -257,6 +257,15 @@ def test_a_name_that_is_not_text_is_an_error(tmp_path):
     assert str(err.value) == r"bad: the name of node 0 ('NODE\xff\xfeME') is not valid UTF-8 text"
 
 
+@pytest.mark.parametrize("name, shown", [("n1", "'n1'"), ("", "1")])
+def test_a_node_without_an_operator_type_is_an_error(name, shown):
+    # it was costed by bytes moved, with the warning "no FLOP formula for 1 operator type(s) ...: " naming none
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="n0"), helper.make_node("", ["r"], ["a"], name=name)]
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model(nodes, [("x", [2, 2])], [("a", [2, 2])]), "empty")
+    assert str(err.value) == f"empty: node {shown} has no operator type (its op_type is empty)"
+
+
 def test_an_operator_newer_than_the_model_s_opset_is_named():
     """onnxruntime's transformer optimiser writes LayerNormalization (defined from opset 17) into an opset-14
     model: the message blamed values the graph computes that the importer could not evaluate."""

@@ -6,7 +6,8 @@ and what earlier nodes wrote. A graph that breaks these was read as if it did no
 stored before the node it reads lost that edge (and a plan could run it first), a tensor
 written twice kept its last writer. Here:
 
-* a name that is not valid UTF-8 (protobuf hands it over as bytes) is an error naming the node;
+* a name that is not valid UTF-8 (protobuf hands it over as bytes), or an empty operator type, is an error
+  naming the node;
 * a node of the default domain with more or fewer inputs or outputs than its operator's schema
   allows is an error naming the node;
 * a tensor written twice, or read and never written, is an error naming the node and tensor;
@@ -39,7 +40,9 @@ def check_text(graph: Any, model: str) -> None:
         _text(value.name, model, "the tensor name")
     for k, node in enumerate(graph.node):
         label = _text(node.name, model, f"the name of node {k}") or f"node {k}"
-        _text(node.op_type, model, f"the operator type of {label}")
+        if not _text(node.op_type, model, f"the operator type of {label}"):   # onnx.checker refuses it too
+            raise InvalidInstanceError(f"{model}: node {repr(node.name) if node.name else k} has no operator type "
+                                       "(its op_type is empty)")
         _text(node.domain, model, f"the domain of {label}")
         for name in (*node.input, *node.output):
             _text(name, model, f"a tensor name of {label}")
