@@ -9,6 +9,7 @@ import math
 import re
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -588,6 +589,11 @@ def test_verify_notes_what_a_plan_record_claims_that_the_check_refutes(tmp_path)
         "the plan file claims throughput 8; the verified value is 7.5",
         "the plan file's 'stages' is no positive integer: \"two\"; the number of non-empty devices was not checked "
         "against it")
+    # a value no JSON text holds (a document built in Python) is shown as Python writes it; it was a TypeError
+    document.update(stages=Decimal("2.5"), maxLoad=7.5)
+    assert placement.verify(CHAIN4, document).notes == (
+        "the plan file's 'stages' is no positive integer: \"Decimal('2.5')\"; the number of non-empty devices was "
+        "not checked against it",)
     document = result.to_json()
     document.update(status="feasible", bound=100)   # a bound no plan can be below: 7.5 is a plan's value
     assert placement.verify(CHAIN4, document).notes == (

@@ -324,8 +324,8 @@ def record_notes(plan: object, objective: str, value: float | None, instance_nam
                      f"the plan has {non_empty} non-empty device{'s' if non_empty != 1 else ''}")
     garbled = garbled_stages(record)
     if garbled is not None:
-        notes.append(f"{source}'s 'stages' is no positive integer: {json.dumps(garbled)[:40]}; the number of "
-                     "non-empty devices was not checked against it")
+        notes.append(f"{source}'s 'stages' is no positive integer: {json.dumps(garbled, default=repr)[:40]}; the "
+                     "number of non-empty devices was not checked against it")
     return notes
 
 
