@@ -108,14 +108,20 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
         from placement.verification.split import check_split_plan
 
         check_training(problem)
+        # split because the caller asked, or because the plan records a split solve: the refusals name which
+        split = ("backward='split'" if "backward" not in taken
+                 else "the plan, which was solved with its backward pass split")
+        if objective not in ("throughput", "throughput-gpipe"):
+            raise InvalidParameterError("objective", f"{objective!r} does not apply to {split} (a split-backward "
+                                                     "plan is checked for 'throughput' or 'throughput-gpipe')")
         for name, value, fits in (("contiguity", contiguity, "stages"), ("calls", asked_calls, 1)):
             if value is not None and value != fits:
-                raise InvalidParameterError(name, "does not apply to backward='split' (a split-backward plan is "
+                raise InvalidParameterError(name, f"does not apply to {split} (a split-backward plan is "
                                                   "checked as a pipeline: contiguity stages, one call per device)")
         for name, value, why in (("infer_from_colours", infer_from_colours, "places no node the plan leaves out"),
                                  ("ledger", ledger, "runs no communication ledger")):
             if value is not None:   # given, whatever its value
-                raise InvalidParameterError(name, f"does not apply to backward='split' (the check of a "
+                raise InvalidParameterError(name, f"does not apply to {split} (the check of a "
                                                   f"split-backward plan {why})")
         checked = as_plan(plan)
         return _with_record_notes(check_split_plan(problem, checked, model, objective), plan, checked, problem,

@@ -524,15 +524,19 @@ def test_verify_checks_a_split_plan_file(tmp_path) -> None:
      "does not apply to backward='split' (the check of a split-backward plan runs no communication ledger)"),
     (dict(ledger=True), "ledger",
      "does not apply to backward='split' (the check of a split-backward plan runs no communication ledger)"),
+    (dict(objective="latency"), "objective", "'latency' does not apply to backward='split' (a split-backward plan "
+                                             "is checked for 'throughput' or 'throughput-gpipe')"),
 ])
 def test_verify_refuses_what_a_split_check_does_not_read(tmp_path, kwargs: dict, parameter: str, detail: str) -> None:
     problem = two_layers()
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(placement.solve(problem, backward="split").to_json()))
-    for backward in ({}, {"backward": "split"}):   # the split the plan file records, or asked for
+    # the split asked for is named as the parameter; the split the plan file records as the plan's
+    recorded = detail.replace("backward='split'", "the plan, which was solved with its backward pass split")
+    for backward, said in (({}, recorded), ({"backward": "split"}, detail)):
         with pytest.raises(InvalidParameterError) as info:
             placement.verify(problem, str(path), **backward, **kwargs)
-        assert (info.value.parameter, info.value.detail) == (parameter, detail)
+        assert (info.value.parameter, info.value.detail) == (parameter, said)
     # what the split check does, given, is taken; the joint check takes them all
     assert placement.verify(problem, str(path), contiguity="stages", objective="throughput", calls=None).value == 5.0
     joint = placement.verify(problem, str(path), backward="joint", infer_from_colours=True, ledger=True)

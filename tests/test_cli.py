@@ -447,10 +447,19 @@ def test_verify_takes_the_split_options_a_plan_file_records(tmp_path, capsys):
     assert capsys.readouterr().err == ("error: --schedule applies to Piper instances only (data- and tensor-parallel "
                                        "stages)\n")
     # a split plan is checked as a pipeline with one call per device: other classes and call counts are refused
+    # (the split asked for is named by its option; the one the plan file records, as the file's)
     for option in (["--contiguity", "none"], ["--calls", "2"]):
-        assert main(["verify", pair, str(out), *option]) == 2
+        assert main(["verify", pair, str(out), *option, "--backward", "split"]) == 2
         assert capsys.readouterr().err == (f"error: {option[0]} does not apply to --backward split (a split-backward "
                                            "plan is checked as a pipeline: contiguity stages, one call per device)\n")
+        assert main(["verify", pair, str(out), *option]) == 2
+        assert capsys.readouterr().err == (f"error: {option[0]} does not apply to the plan file, which was solved with "
+                                           "its backward pass split (a split-backward plan is checked as a pipeline: "
+                                           "contiguity stages, one call per device)\n")
+    assert main(["verify", pair, str(out), "--objective", "latency"]) == 2
+    assert capsys.readouterr().err == ("error: --objective latency does not apply to the plan file, which was solved "
+                                       "with its backward pass split (a split-backward plan is checked for throughput "
+                                       "or throughput-gpipe)\n")
     assert main(["verify", pair, str(out), "--contiguity", "stages", "--calls", "1"]) == 0
     capsys.readouterr()
     # checked as joint on purpose: the file's B and W placement is not read, and the note says so

@@ -126,9 +126,15 @@ def run(args: argparse.Namespace) -> int:
         claimed_calls = args.calls = recorded_calls(plan)
         calls_garbled = garbled_calls(plan)
     if split["backward"] == "split":   # the split evaluator checks contiguity stages and infers nothing
+        # split as asked, or as the plan file records: the refusal names which
+        subject = ("--backward split" if args.backward
+                   else "the plan file, which was solved with its backward pass split")
+        if args.objective not in ("throughput", "throughput-gpipe"):
+            raise UsageError(f"--objective {args.objective} does not apply to {subject} (a split-backward plan is "
+                             "checked for throughput or throughput-gpipe)")
         for option, value, fits in (("--contiguity", args.contiguity, "stages"), ("--calls", args.calls, 1)):
             if value is not None and value != fits:
-                raise UsageError(f"{option} does not apply to --backward split (a split-backward plan is checked "
+                raise UsageError(f"{option} does not apply to {subject} (a split-backward plan is checked "
                                  "as a pipeline: contiguity stages, one call per device)")
         verification = placement.verify(instance, plan, objective=args.objective, **split, **devices(args))
     else:   # split options given without --backward split are refused by name
