@@ -206,10 +206,12 @@ class Progress:
 
 def execute(run: Run, plans_dir: Path, tmp: Path, warm_start: Path | None) -> dict[str, Any]:
     stem = f"{run.objective}-{run.label.replace('/', '-')}-{run.method}"
+    # absolute paths: the worker runs from the repository root, and --out may be relative to another folder
     spec = {"instance": str(run.instance), "method": run.method, "registry_method": run.registry_method,
             "options": run.options, "objective": run.objective,
-            "warm_start": str(warm_start) if warm_start else None,
-            "plan_out": str(plans_dir / f"{stem}.json"), "result": str(tmp / f"{stem}.result.json")}
+            "warm_start": str(warm_start.resolve()) if warm_start else None,
+            "plan_out": str((plans_dir / f"{stem}.json").resolve()),
+            "result": str((tmp / f"{stem}.result.json").resolve())}
     spec_path = tmp / f"{stem}.spec.json"
     spec_path.write_text(json.dumps(spec))
     start = time.perf_counter()
@@ -233,9 +235,10 @@ def execute(run: Run, plans_dir: Path, tmp: Path, warm_start: Path | None) -> di
 
 def plan_runs(args: argparse.Namespace) -> list[Run]:
     runs: list[Run] = []
-    throughput_dir = args.instances / "throughput-inputs"
-    latency_dir = args.instances / "latency-inputs"
-    experts = args.instances / "human-experts"
+    base = args.instances.resolve()   # every run happens in a worker started from the repository root
+    throughput_dir = base / "throughput-inputs"
+    latency_dir = base / "latency-inputs"
+    experts = base / "human-experts"
     heuristic = {"time_limit": args.heuristic_time_limit, "restarts": args.restarts, "seed": args.seed}
     milp_hard = args.time_limit + GRACE_S
     if throughput_dir.is_dir() and args.only in (None, "throughput"):

@@ -87,3 +87,32 @@ def test_report_only_rebuilds_the_same_tables(reproduction):
                            "--report-only", "--no-plot"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert ((out / "throughput.md").read_text(), (out / "latency.md").read_text()) == before
+
+
+def test_relative_folders_are_the_callers(tmp_path):
+    """``--instances`` and ``--out`` given relative name folders of the directory the script is run from, though
+    each run happens in a process of its own started from the repository root: the instances, the expert split,
+    the plans and the plans the MILPs start from are all found."""
+    pytest.importorskip("ortools")
+    given = tmp_path / "given"
+    for folder in ("throughput-inputs/LayerGraphs", "latency-inputs/LayerGraphs", "human-experts"):
+        (given / folder).mkdir(parents=True)
+    shutil.copy(TINY / "chain4.json", given / "throughput-inputs" / "LayerGraphs")
+    shutil.copy(TINY / "memory-chain.json", given / "latency-inputs" / "LayerGraphs")
+    (given / "human-experts" / "chain4_expert.json").write_text(
+        json.dumps({"maxLoad": -1, "fpgas": [{"load": -1, "nodes": [1]}, {"load": -1, "nodes": [2, 3, 4]}]}))
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "reproduce.py"), "--instances", "given",
+                           "--out", "out", "--time-limit", "20", "--heuristic-time-limit", "5", "--restarts", "2",
+                           "--no-plot"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    (chain,), (memory_chain,) = results["throughput"], results["latency"]
+    assert {method: rec["status"] for method, rec in memory_chain["runs"].items()} == {
+        "latency-greedy": "feasible", "latency-dp-split": "feasible", "latency-chain": "feasible",
+        "milp-latency": "optimal"}
+    assert memory_chain["runs"]["milp-latency"]["value"] == 13.0
+    runs = chain["runs"]
+    assert all(rec.get("valid") is True for rec in runs.values()), {m: rec["status"] for m, rec in runs.items()}
+    assert (runs["dp"]["value"], runs["expert"]["value"], runs["milp-sets"]["status"]) == (7.5, 11.0, "optimal")
+    assert Path(runs["milp-sets"]["warm_start"]).is_file()
+    assert len(list((tmp_path / "out" / "plans").glob("*.json"))) == 13
