@@ -243,9 +243,11 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(f"{args.instances} {where} (the published instances live in ../shared; "
                       "--skip-published times only the shapes and the start-up)")
     print(f"machine: {machine()}\n")
+    # the solves run in children started from the repository root: they get the paths absolute
+    files = [path.absolute() for path in files]
     with tempfile.TemporaryDirectory() as tmp:
         shapes = shape_rows(Path(tmp), args.repeat)
-        bert24 = args.instances / BERT24
+        bert24 = args.instances.absolute() / BERT24
         startup = startup_row(Path(tmp), args.repeat, bert24) if bert24.is_file() else None
         if startup is None:
             startup = kept_startup(args.json)

@@ -73,7 +73,8 @@ def one_run(path: Path, devices: int, memory: int | None, cache: str, pythonpath
     env = {**os.environ, "NUMBA_CACHE_DIR": cache}
     if pythonpath is not None:   # ``python -m`` puts its working directory first on the path: run from there
         env["PYTHONPATH"] = str(pythonpath)
-    command = [sys.executable, "-m", "placement", "solve", str(path), "--devices", str(devices)]
+    # the path absolute: the child runs from the repository root or the baseline's tree
+    command = [sys.executable, "-m", "placement", "solve", str(path.absolute()), "--devices", str(devices)]
     if memory is not None:
         command += ["--memory", str(memory)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -183,6 +183,7 @@ def scale_rows(instances: Path, microbatches: int, baseline_microbatches: int, r
     if not instance.is_file():
         print(f"\nno instance at {instance}; scale check skipped")
         return []
+    instance = instance.absolute()   # the children run from the repository root
     with tempfile.TemporaryDirectory() as tmp:
         plan = Path(tmp) / "plan.json"
         subprocess.run([sys.executable, "-m", "placement", "solve", str(instance), "--quiet", "--out", str(plan)],

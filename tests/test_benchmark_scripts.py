@@ -773,3 +773,49 @@ def test_layerpipe_of_one_graph_keeps_the_rows_of_another(tmp_path, capsys):
     assert [(r["instance"], r["accelerators"], r["variant"]) for r in rows] == [
         (graph, 2, variant) for graph in ("gpt2-imported", "bert-base-imported") for variant in ("home", "any")]
     capsys.readouterr()
+
+
+# ------------------------------------------------------------------------------------------------
+# folders given relative to the caller's directory, though the timed children run from the repository root
+
+
+def test_dp_throughput_reads_a_relative_folder_from_the_callers_directory(tmp_path, monkeypatch, capsys):
+    # the children were handed the relative path and, started from the repository root, found no instance
+    (tmp_path / "inputs" / "LayerGraphs").mkdir(parents=True)
+    shutil.copy(ROOT / "instances" / "tiny" / "chain4.json", tmp_path / "inputs" / "LayerGraphs")
+    monkeypatch.setattr(dp_throughput, "shape_rows", lambda folder, repeat: [])
+    monkeypatch.chdir(tmp_path)
+    assert dp_throughput.main(["--instances", "inputs", "--repeat", "1", "--json", "dp.json"]) == 0
+    (row,) = json.loads((tmp_path / "dp.json").read_text())["rows"]
+    assert (row["instance"], row["status"], row["max_load"]) == ("LayerGraphs/chain4", "optimal", 7.5)
+    capsys.readouterr()
+
+
+def test_simulate_scale_reads_a_relative_folder_from_the_callers_directory(tmp_path, monkeypatch, capsys):
+    # a training graph of two stages stands in for BERT-L-12: 2 stages x (F + B) tasks per micro-batch
+    (tmp_path / "inputs" / "OperatorGraphs").mkdir(parents=True)
+    shutil.copy(ROOT / "instances" / "tiny" / "training-pair.json",
+                tmp_path / "inputs" / "OperatorGraphs" / "bert_L-12_training.json")
+    monkeypatch.chdir(tmp_path)
+    assert simulate_benchmark.main(["--only-scale", "--json", "simulate.json", "--instances", "inputs",
+                                    "--scale-microbatches", "100", "--baseline-microbatches", "10",
+                                    "--repeat", "1"]) == 0
+    scale = json.loads((tmp_path / "simulate.json").read_text())["scale"]
+    assert [(r["run"], r["microbatches"], r["tasks"]) for r in scale] == [
+        ("streamed figures", 100, 400), ("event engine + task table", 10, 40)]
+    capsys.readouterr()
+
+
+def test_piper_first_run_reads_a_relative_folder_from_the_callers_directory(tmp_path):
+    resnet = ROOT.parent / "shared" / "piper" / "resnet.json"
+    if not resnet.is_file():
+        pytest.skip(f"the Piper instances are not at {resnet.parent}")
+    (tmp_path / "given").mkdir()
+    shutil.copy(resnet, tmp_path / "given")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "piper_first_run.py"), "--shared", "given",
+                           "--out", "out", "--repeat", "1"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (median,) = json.loads((tmp_path / "out" / "piper_first_run.json").read_text())["medians"]
+    assert (median["instance"], median["devices"], median["exits"]) == ("resnet", 10, [0])
