@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 from pathlib import Path
 
 import pytest
+
+import placement
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,3 +100,26 @@ def test_readme_library_example_runs(monkeypatch):
     with contextlib.redirect_stdout(out):
         exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
     assert out.getvalue().splitlines() == ["optimal 7.5 7.5 dp", "accelerator (1, 2) 7.5", "accelerator (3, 4) 7.5"]
+
+
+def json_blocks(path: Path) -> list[str]:
+    return re.findall(r"^```json\n(.*?)^```", path.read_text(encoding="utf-8"), flags=re.S | re.M)
+
+
+def test_readme_instance_example_is_an_instance():
+    # README, "Instances": the format's example is read as it is (its edge named a node it did not hold)
+    [block] = json_blocks(ROOT / "README.md")
+    result = placement.solve(json.loads(block))
+    assert result.status == "optimal"
+    assert sorted(node for stage in result.plan for node in stage.nodes) == [0, 1]
+
+
+def test_hypar_network_file_example_is_a_network(tmp_path):
+    # docs/hypar.md, "Network files": the example is Caffe's LeNet, the bundled lenet-c, layer for layer
+    [block] = json_blocks(ROOT / "docs" / "hypar.md")
+    network = tmp_path / "lenet.json"
+    network.write_text(block)
+    given = placement.hypar(network, accelerators=4, batch=64)
+    bundled = placement.hypar("lenet-c", accelerators=4, batch=64)
+    assert [(p.partition, p.communication.bytes) for p in given.plans] == [
+        (p.partition, p.communication.bytes) for p in bundled.plans]
