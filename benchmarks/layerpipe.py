@@ -383,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", type=variant_list, default=",".join(VARIANTS),
                         help=f"comma-separated, of {', '.join(VARIANTS)} (default: all)")
     parser.add_argument("--microbatches", type=positive_int, default=256, help="async 1F1B run length (default 256)")
-    parser.add_argument("--only", nargs="*", choices=list(GRAPHS), help="graphs to run (default: all found)")
+    parser.add_argument("--only", nargs="+", choices=list(GRAPHS), help="graphs to run (default: all found)")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "layerpipe.json"))
     parser.add_argument("--plot", help="where the plot goes (default: beside the JSON, with the suffix .png)")
     args = parser.parse_args(argv)

@@ -253,6 +253,7 @@ BAD_OPTIONS = [
     ("reading.py", ["--baseline", "/nonexistent-tree"]),
     ("reading.py", ["--baseline", "benchmarks"]),   # a folder without the package
     ("piper.py", ["--no-grid", "gnmt,foo", "--quick"]),
+    ("layerpipe.py", ["--only"]),   # no graph named: it ran every graph, the whole benchmark
 ]
 
 
