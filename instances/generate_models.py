@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
 from placement.costmodel.roofline import make_platform  # noqa: E402
+from placement.errors import PlacementError  # noqa: E402
 from placement.io.torch_export import import_torch  # noqa: E402
 from placement.zoo import factories as zoo  # noqa: E402
 
@@ -81,7 +82,10 @@ def main(argv: list[str]) -> None:
     for stem in argv or stems():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            data = instance(stem)
+            try:
+                data = instance(stem)
+            except PlacementError as exc:   # a model whose package is missing, in one line
+                raise SystemExit(f"error: {exc}") from None
         for w in caught:
             if w.category.__name__ == "CostModelWarning":
                 print(f"warning: {w.message}", file=sys.stderr)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import subprocess
+import sys
 import tomllib
 import warnings
 from pathlib import Path
@@ -87,6 +89,16 @@ def test_bundled_bert_base_inference_is_what_the_generator_writes_with_the_recor
     if transformers.__version__ != recorded:
         pytest.skip(f"transformers {transformers.__version__} is installed; the file was written with {recorded}")
     assert _generated("bert-base-inference") == text
+
+
+def test_the_generator_says_in_one_line_that_a_model_needs_transformers():
+    pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    if importlib.util.find_spec("transformers") is not None:
+        pytest.skip("transformers is installed: the generator would rewrite the bundled file")
+    run = subprocess.run([sys.executable, str(ROOT / "instances" / "generate_models.py"), "bert-base-inference"],
+                         capture_output=True, text=True, timeout=300)
+    assert (run.returncode, run.stdout) == (1, "")
+    assert run.stderr == "error: this model needs transformers: pip install 'placement[models]'\n"
 
 
 def test_every_bundled_model_records_the_versions_that_wrote_it():
