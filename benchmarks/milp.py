@@ -23,8 +23,8 @@ instances or settings keeps the others' rows and long runs can go one at a time 
 rows only). The file's top-level settings (threads, cold start, machine, wall time) are the last run's; every
 row keeps those of the run that measured it as its ``run``.
 
-    python benchmarks/milp.py [--time-limit 60] [--contiguity stages sets none] [--repeat 3]
-                              [--objectives throughput throughput-gpipe] [--backends cp-sat highs ...]
+    python benchmarks/milp.py [--time-limit 60] [--contiguity stages sets none] [--repeat N (1)]
+                              [--objectives throughput [throughput-gpipe]] [--backends cp-sat highs ...]
                               [--match LayerGraphs] [--cold] [--fresh]
     python benchmarks/milp.py --latency [--calls 1 2] [--time-limit 60]
 """
@@ -195,9 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--contiguity", nargs="+", default=["stages", "sets", "none"],
                         choices=["stages", "sets", "none"])
     parser.add_argument("--objectives", nargs="+", default=["throughput"], choices=["throughput", "throughput-gpipe"],
-                        help="throughput objectives (throughput-gpipe on training graphs only)")
+                        help="throughput objectives (default: throughput; throughput-gpipe on training graphs only)")
     parser.add_argument("--calls", nargs="+", type=positive_int, default=[1, 2], help="latency: calls per accelerator")
-    parser.add_argument("--repeat", type=positive_int, default=1, help="runs per row; the row holds their medians")
+    parser.add_argument("--repeat", type=positive_int, default=1,
+                        help="runs per row; the row holds their medians (default 1)")
     parser.add_argument("--fresh", action="store_true",
                         help="write this run's rows only (default: merge them into the JSON file's rows)")
     parser.add_argument("--append", action="store_true", help=argparse.SUPPRESS)   # what a run does anyway
