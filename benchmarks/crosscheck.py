@@ -14,7 +14,9 @@ Prints the table method × backend × objective → runs, agreements (``optimal`
 or ``infeasible`` where no plan exists), other honest answers (no proof claimed, none refuted:
 a ``feasible`` plan at or above the optimum with a bound at or below it, as a heuristic or a MILP
 stopped at its limit gives, or no plan and no claim), wrong claims; and every wrong claim with
-its seed and case. Writes ``benchmarks/results/crosscheck.json`` (or ``--out``), with the machine.
+its seed and case. Writes ``benchmarks/results/crosscheck.json`` (with ``--unit U`` other than 1,
+``crosscheck-unit-U.json`` beside it, so that a scaled run keeps the unit run's file; or ``--out``), with
+the machine.
 Exit status 1 when any claim is wrong.
 
     python benchmarks/crosscheck.py [--instances 40] [--first 1000] [--unit 1e-9] [--backends cp-sat cbc ...]
@@ -44,6 +46,15 @@ from common import cannot_write, machine, positive_float, positive_int, refuse  
 RESULTS = Path(__file__).resolve().parent / "results" / "crosscheck.json"
 
 
+def default_out(unit: float) -> Path:
+    """Where a run at ``unit`` writes without ``--out``: :data:`RESULTS`, or for a unit other than 1 a file
+    named by it (``crosscheck-unit-1e-9.json``)."""
+    if unit == 1:
+        return RESULTS
+    text = f"{unit:g}".replace("e-0", "e-").replace("e+0", "e").replace("e+", "e")
+    return RESULTS.with_name(f"crosscheck-unit-{text}.json")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run every case on every random instance; print the table and the wrong claims, write the JSON."""
     usable = [name for name, ok, _ in backend_availability() if ok]
@@ -54,8 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", nargs="+", default=available, help="MILP backends (default: all available)")
     parser.add_argument("--unit", type=positive_float, default=1.0,
                         help="multiply every time and cost by this (e.g. 1e-9 or 1e9; default 1)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, help="default: benchmarks/results/crosscheck.json, or with --unit U "
+                                                  "other than 1 crosscheck-unit-U.json beside it")
     args = parser.parse_args(argv)
+    args.out = args.out or default_out(args.unit)
     if message := cannot_write({"--out": args.out}):
         return refuse(message)
     missing = [name for name in args.backends if name not in usable]

@@ -27,6 +27,7 @@ _PATH = list(sys.path)
 sys.path.insert(0, str(BENCHMARKS))   # the scripts import each other by name: only while they are imported
 import backward_split  # noqa: E402
 import common  # noqa: E402
+import crosscheck  # noqa: E402
 import dp_throughput  # noqa: E402
 import hypar as hypar_benchmark  # noqa: E402
 import layerpipe  # noqa: E402
@@ -312,6 +313,16 @@ def test_docstrings_name_the_default_outputs_where_they_are(script):
     # (reproduce.py's default folder is results/reproduce, at the top of the repository)
     named = re.findall(r"(?<![\w/.])results/[\w./{},]+", docstring(script))
     assert all(name.startswith("results/reproduce") for name in named), named
+
+
+def test_a_scaled_crosscheck_keeps_the_unit_runs_file():
+    # --unit 1e-9 wrote over crosscheck.json, the unit run's results, unless --out was given
+    results = BENCHMARKS / "results"
+    assert crosscheck.default_out(1.0) == results / "crosscheck.json"
+    assert crosscheck.default_out(1e-9) == results / "crosscheck-unit-1e-9.json"   # the names of the kept files
+    assert crosscheck.default_out(1e9) == results / "crosscheck-unit-1e9.json"
+    assert crosscheck.default_out(0.5) == results / "crosscheck-unit-0.5.json"
+    assert crosscheck.default_out(2.5e-12) == results / "crosscheck-unit-2.5e-12.json"
 
 
 def test_crosscheck_docstring_names_every_method_it_runs():
