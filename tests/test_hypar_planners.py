@@ -134,6 +134,21 @@ def test_exact_switches_to_python_integers_when_int64_could_overflow():
     assert huge.communication.elements <= plan_hypar(network, 64, 2 ** 40).communication.elements
 
 
+def test_exact_keeps_int64_on_long_networks_whose_total_alone_would_overflow_it(monkeypatch):
+    # 100 fc layers of 2,500,000 x 2,500,000 weights on 16 accelerators: totals (all-dp's below) pass 2^62 units
+    # of 1/(4·4^4) elements, while the terms of any three consecutive layers stay near 3e17
+    width = 2_500_000
+    network = Network("wide-fc", tuple(Layer(f"fc{i}", "fc", (width,), (width,)) for i in range(100)))
+    plan = plan_exact(network, 16, 256)
+    assert plan.stats["integer_kind"] == "int64"
+    assert plan.stats["optimum"] == plan.communication.elements
+    monkeypatch.setattr("placement.solvers.hypar._INT64_SAFE", 0)     # the same DP on Python integers
+    exact = plan_exact(network, 16, 256)
+    assert exact.stats["integer_kind"] == "python"
+    assert (plan.partition, plan.stats["optimum"]) == (exact.partition, exact.stats["optimum"])
+    assert plan_all_dp(network, 16, 256).communication.elements * 4 * 4 ** 4 > 2 ** 62
+
+
 def test_exact_refuses_too_many_states():
     network = load_network("lenet-c")
     with pytest.raises(LimitExceededError, match=r"needs 6,561² = 43,046,721 state pairs .* for 256 accelerators and 3 "

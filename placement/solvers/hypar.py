@@ -181,10 +181,13 @@ def plan_exact(network: Network, accelerators: int, batch: int, types: Sequence[
     n = len(layers)
     inputs = [0] + [layer.input_elements(batch) for layer in layers[1:]]   # A(E_0) is never exchanged
     outputs = [layer.output_elements(batch) for layer in layers]
-    bound = sum(layer.weight_elements * int(tables.weight.max()) + outputs[l] * int(tables.output.max())
-                + inputs[l] * int(tables.input_error.max()) + outputs[l] * int(tables.boundary.max())
-                for l, layer in enumerate(layers))
-    dtype = np.int64 if bound < _INT64_SAFE else object
+    # The DP's values are kept relative to their least (``offset`` holds it, exactly), so what the arrays
+    # hold never passes the terms of three consecutive layers, whatever the network's length: that bound, not
+    # the total's, decides when 64-bit integers give way to Python's (about a hundred times slower).
+    per_layer = [layer.weight_elements * int(tables.weight.max()) + outputs[l] * int(tables.output.max())
+                 + inputs[l] * int(tables.input_error.max()) + outputs[l] * int(tables.boundary.max())
+                 for l, layer in enumerate(layers)]
+    dtype = np.int64 if 3 * max(per_layer) < _INT64_SAFE else object
 
     def intra(l: int) -> np.ndarray:
         return (layers[l].weight_elements * tables.weight.astype(dtype) + outputs[l] * tables.output.astype(dtype)
@@ -192,9 +195,12 @@ def plan_exact(network: Network, accelerators: int, batch: int, types: Sequence[
 
     boundary = tables.boundary.astype(dtype)
     best = intra(0)
+    offset = 0
     back: list[np.ndarray] = []
     for l in range(1, n):
-        total = best[:, None] + outputs[l - 1] * boundary      # [s, t]
+        least = best.min()
+        offset += int(least)
+        total = (best - least)[:, None] + outputs[l - 1] * boundary      # [s, t]
         arg = np.argmin(total, axis=0)                         # first minimum: smallest s
         back.append(arg)
         best = total[arg, np.arange(len(arg))] + intra(l)
@@ -205,7 +211,7 @@ def plan_exact(network: Network, accelerators: int, batch: int, types: Sequence[
     choice.reverse()
     partition = tuple(tables.vectors[s] for s in choice)
     comm = communication(network, partition, batch)
-    optimum = Fraction(int(best[last]), tables.scale)
+    optimum = Fraction(offset + int(best[last]), tables.scale)
     return HyparPlan("exact", partition, comm, time.perf_counter() - start,
                      {"states": states, "optimum": optimum, "integer_kind": "int64" if dtype is np.int64 else "python"})
 
