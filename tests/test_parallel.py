@@ -612,6 +612,25 @@ def test_a_time_limit_returns_the_pipeline_along_the_order_with_its_bound():
     assert info.value.detail == "does not apply to objective='time-per-batch' (its search runs to the end)"
 
 
+def test_both_passes_of_the_dp_tell_their_progress(monkeypatch):
+    """The pass along one topological order, which on a chain does all the work of the DP over the sets again
+    and ran minutes on long chains, tells its progress as the DP over the sets does: a clock that moves two
+    seconds at each reading makes every call of either pass worth a line."""
+    import types
+
+    from placement.parallel import dp as dp_module
+
+    clock = iter(range(0, 10**6, 2))
+    monkeypatch.setattr(dp_module, "time", types.SimpleNamespace(perf_counter=lambda: float(next(clock))))
+    lines: list[str] = []
+    inst = chain([{1: (tmpc("v", 4, 2),)}, {1: (tmpc("v", 2, 2),)}], cost=1.0, devices=3, microbatches=4)
+    assert placement.solve(inst, progress=lines.append).value == 4.0
+    told = [line.split(":")[0] for line in lines if " filled, " in line]
+    assert told[0] == "DP along one topological order (its plan bounds the DP over the sets)"
+    assert told[-1] == "DP over the sets"
+    assert lines[0].startswith("DP along one topological order (its plan bounds the DP over the sets): 1 of 3 filled")
+
+
 def test_docs_name_every_field_of_the_plan_json():
     """docs/piper.md's account of the plan JSON names every key it has, at the top and per stage: an interleaved
     plan (group, chunk, chunks) and one on device types (deviceType); the top-level keys were not listed."""

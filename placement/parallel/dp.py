@@ -269,7 +269,9 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
         """The chain's DP (its optimum lowers the ceiling), then the DP over every set; ``None`` when a
         pass stopped at ``deadline`` (:func:`time.perf_counter`; the chain's, only before the given one)."""
         chain_dp = _run(kernels, tables, chain, chain_arrays, pairs, cap, codes, width, collapsed, suffix, m, types,
-                        mode, ceiling, deadline if deadline < given_deadline else math.inf, descending=True)
+                        mode, ceiling, deadline if deadline < given_deadline else math.inf, descending=True,
+                        tell=_every_second(progress, time.perf_counter(), "DP along one topological order (its "
+                                           "plan bounds the DP over the sets)"))
         if chain_dp[3][4]:
             return None
         chain_found[:] = [chain_dp]
@@ -313,9 +315,10 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     return ParallelSolution(value, plan, time.perf_counter() - started, stats)
 
 
-def _every_second(progress: Callable[[str], None] | None, began: float) -> Callable[[int, int], None] | None:
-    """A ``tell(done, count)`` for :func:`_run` that passes a line to ``progress`` at most once a second,
-    the first a second after ``began``; ``None`` without ``progress``."""
+def _every_second(progress: Callable[[str], None] | None, began: float,
+                  what: str = "DP over the sets") -> Callable[[int, int], None] | None:
+    """A ``tell(done, count)`` for :func:`_run` that passes a line on the pass ``what`` to ``progress`` at most
+    once a second, the first a second after ``began``; ``None`` without ``progress``."""
     if progress is None:
         return None
     last = [began]
@@ -324,7 +327,7 @@ def _every_second(progress: Callable[[str], None] | None, began: float) -> Calla
         now = time.perf_counter()
         if now - last[0] >= 1.0:
             last[0] = now
-            progress(f"DP over the sets: {done:,} of {count:,} filled, {now - began:.0f} s (each set is "
+            progress(f"{what}: {done:,} of {count:,} filled, {now - began:.0f} s (each set is "
                      "compared with those before it: the later take longer)")
     return tell
 
