@@ -422,6 +422,21 @@ def test_costs_no_device_pays_add_no_rounding_error():
     assert (result.status, result.value, result.bound) == ("optimal", 9.7, 9.7)
 
 
+def test_the_size_of_a_node_no_bounded_device_runs_leaves_the_dp_its_exact_unit():
+    """A CPU-only node of 1e16 bytes, then three accelerator nodes of 0.1, 0.2000001 and 0.2 bytes on two
+    accelerators of 0.3 bytes: no two of the three fit one accelerator, so the optimum puts the first of them
+    on the CPU beside the CPU-only node, 0.5 + 3 = 3.5. The CPU-only node counts against no bound, but its
+    size in the DP's sums left no exact unit (1e16 · 10^7 is past 2^53): the DP returned 23.5, unproven."""
+    doc = {"maxSizePerFPGA": 0.3, "maxFPGAs": 2, "maxCPUs": 1,
+           "nodes": [{"id": 1, "supportedOnFpga": 0, "fpgaLatency": 0, "cpuLatency": 0.5, "size": 1e16}]
+           + [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": c, "size": size}
+              for i, size, c in zip((2, 3, 4), (0.1, 0.2000001, 0.2), (3, 10, 10))],
+           "edges": [{"sourceId": i, "destId": i + 1, "cost": 0} for i in range(1, 4)]}
+    result = placement.solve(doc, method="dp")
+    assert (result.status, result.value, result.bound, result.message) == ("optimal", 3.5, 3.5, "")
+    assert [stage.nodes for stage in result.plan] == [(1, 2), (3,), (4,)]
+
+
 def test_a_total_that_rounds_to_two_to_the_53_is_no_exact_sum():
     # 2^53 + 1 rounds to 2^53: a total "at most 2^53" no longer shows the sums exact
     assert not sums_exactly([2.0 ** 53, 1.0])

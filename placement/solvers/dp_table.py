@@ -101,6 +101,11 @@ def build_graph(problem: Instance, contraction: Contraction, relaxed_memory: boo
     total = math.fsum(sizes)
     binding_types = which_bind(sizes, [t.memory for t in types])   # the model's rule, not the rounded total
     binding = [t.memory for t, b in zip(types, binding_types) if b]
+    # a node that no type with a binding bound runs never counts against a bound: its size (a CPU-only
+    # node's 1e16 bytes) is left out of the sums, where it would leave the others no exact unit
+    bounded = supported[:, [t for t, b in enumerate(binding_types) if b]].any(axis=1)
+    sizes = [size if runs else 0.0 for size, runs in zip(sizes, bounded)]
+    total = math.fsum(sizes)
     unit = decimal_unit(sizes + binding, total) if binding else 1.0
     # in an exact unit, a block's memory as a difference of prefix sums is exact (memory_fit)
     scaled_sizes = np.array(sizes, dtype=np.float64) * (unit or 1.0)
