@@ -443,24 +443,33 @@ def test_the_one_word_subset_test_equals_the_maxima_walk(problem):
         assert np.array_equal(getattr(one_word, name), getattr(two_words, name))
 
 
-def _line(times: list[float], costs: list[float], accelerators: int, all_pairs: bool) -> Instance:
-    """Nodes 0..n-1 on accelerators only; edges i -> i+1 (a chain) or i -> j for every i < j (a total order)."""
+def _line(times: list[float], costs: list[float], accelerators: int, all_pairs: bool | str) -> Instance:
+    """Nodes 0..n-1 on accelerators only; edges i -> i+1 (a chain) or i -> j for every i < j (a total order);
+    ``all_pairs="fan-in"``: the chain, and every node feeding the last."""
     n = len(times)
     nodes = tuple(Node(i, f"n{i}", (p,), 0.0, False, None, c) for i, (p, c) in enumerate(zip(times, costs)))
-    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)] if all_pairs else [(i, i + 1) for i in range(n - 1)]
+    pairs = [(i, i + 1) for i in range(n - 1)]
+    if all_pairs is True:
+        pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    if all_pairs == "fan-in":
+        pairs += [(i, n - 1) for i in range(n - 2)]
     return Instance(nodes, tuple(Edge(i, j) for i, j in pairs), (DeviceType("accelerator", accelerators),))
 
 
-def _interval_optimum(times: list[float], costs: list[float], accelerators: int, all_pairs: bool) -> float:
+def _interval_optimum(times: list[float], costs: list[float], accelerators: int, all_pairs: bool | str) -> float:
     """The textbook linear-partition DP over intervals [a, b] of the line, with the load of DESIGN.md §2:
     a chain's interval receives c(a-1) and sends c(b); a total order's receives c(u) from every u < a
-    and, unless it ends the graph, sends c(u) for every u in it."""
+    and, unless it ends the graph, sends c(u) for every u in it; a fan-in's receives c(a-1), or, holding the
+    last node, c(u) from every u < a, and, unless it holds the last node, sends c(u) for every u in it."""
     n = len(times)
     prefix_p = list(itertools.accumulate(times, initial=0.0))
     prefix_c = list(itertools.accumulate(costs, initial=0.0))
 
     def load(a: int, b: int) -> float:  # nodes a..b-1
         work = prefix_p[b] - prefix_p[a]
+        if all_pairs == "fan-in":
+            received = prefix_c[a] if b == n else costs[a - 1] if a > 0 else 0.0
+            return work + received + (prefix_c[b] - prefix_c[a] if b < n else 0.0)
         if all_pairs:
             return work + prefix_c[a] + (prefix_c[b] - prefix_c[a] if b < n else 0.0)
         return work + (costs[a - 1] if a > 0 else 0.0) + (costs[b - 1] if b < n else 0.0)
@@ -471,9 +480,10 @@ def _interval_optimum(times: list[float], costs: list[float], accelerators: int,
     return best[n]
 
 
-@pytest.mark.parametrize("all_pairs, n", [(False, 300), (True, 60)])
+@pytest.mark.parametrize("all_pairs, n", [(False, 300), (True, 60), ("fan-in", 300)])
 def test_line_graphs_equal_interval_dp(all_pairs, n):
-    # A chain and a total order have n + 1 ideals, the prefixes: the DP must agree with the interval DP.
+    # A chain, a total order and a fan-in chain have n + 1 ideals, the prefixes: the DP must agree with the
+    # interval DP (the fan-in's cuts hold every node before them: its blocks' communication is kept as they grow).
     rng = random.Random(n)
     times = [float(rng.randint(1, 20)) for _ in range(n)]
     costs = [float(rng.randint(0, 5)) for _ in range(n)]
@@ -483,6 +493,36 @@ def test_line_graphs_equal_interval_dp(all_pairs, n):
         solution = solve_and_verify(problem, compiled=compiled)
         assert solution.stats["ideals"] == n + 1
         assert solution.objective == expected
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(), st.randoms(use_true_random=False))
+def test_prefix_blocks_cost_the_same_grown_as_from_their_cuts(problem, rng):
+    """A prefix family's blocks are stretches of its order, and the kernel keeps their communication as they
+    grow; the cuts' formula (the path of every other family, taken here by calling the family not nested)
+    gives the same table on any graph and topological order (times and costs of binary fractions: exact)."""
+    from placement.solvers.dp_table import build_graph, build_layers, fill, prefix_family, prepare
+
+    contraction = contract(problem, False)
+    graph, layers = build_graph(problem, contraction), build_layers(problem, contraction.size + 1)
+    indegree = [0] * contraction.size
+    for successors in contraction.succ:
+        for s in successors:
+            indegree[s] += 1
+    ready, order = [s for s in range(contraction.size) if not indegree[s]], []
+    while ready:   # a random topological order
+        s = ready.pop(rng.randrange(len(ready)))
+        order.append(s)
+        for t in contraction.succ[s]:
+            indegree[t] -= 1
+            if not indegree[t]:
+                ready.append(t)
+    family = prefix_family(order)
+    grown = prepare(graph, layers, family, compiled=False, keep_bits=True)
+    merged = prepare(graph, layers, family, compiled=False, keep_bits=True)
+    merged.nested = False
+    tables = [fill(problem, graph, layers, data, math.inf, None, "prefixes") for data in (grown, merged)]
+    assert tables[0].dp.tolist() == tables[1].dp.tolist()
 
 
 def test_ideal_counts_of_long_chains():

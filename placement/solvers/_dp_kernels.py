@@ -31,7 +31,9 @@ The communication of a block ``X = I \\ I'`` follows from the two cuts. With ``R
 
 since a node in both cuts meets R1 and R3 and is counted twice, but must be counted once
 if it also meets X and not at all otherwise; ``N[u]`` meets ``X`` iff
-``|N[u] ∩ I| > |N[u] ∩ I'|``. A pair thus costs the sizes of the two cuts.
+``|N[u] ∩ I| > |N[u] ∩ I'|``. A pair thus costs the sizes of the two cuts; in a prefix family, where the
+blocks of one ``I`` grow a supernode at a time, each pair costs only what the new supernode touches
+(:func:`dp_range`).
 """
 
 from __future__ import annotations
@@ -261,7 +263,8 @@ def family_data(parent, added, values, n_vertices, pred_ptr, pred_idx, touch_ptr
 
 def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi, cut_buf, cut_count, cost,
              max_lo, max_hi, max_buf, order, pos, prev, layer_cap, rest_cap, rest_devices, pmin, pmin_total, full,
-             ceiling, exact, layer_size, popcount, nested, dp, parent, choice, counters, budget):
+             ceiling, exact, layer_size, popcount, nested, added, touch_ptr, touch_idx, degree, inside, dp, parent,
+             choice, counters, budget):
     """Fill ``dp[:, lo:hi]``, or stop early at an ideal once the ideals filled so far have examined at least
     ``budget`` pairs of the window (``counters[WINDOW]``); returns the first ideal not filled (``hi`` where it
     filled them all, always more than ``lo``). Ideals are indexed in processing order (a linear extension of ⊆).
@@ -284,6 +287,13 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi,
     supernode of ``J`` is in ``I``; with one column (at most 64 supernodes) it is one word's test
     instead, which costs the same however many maxima ``J`` has (sparse graphs: many ideals, many
     maxima, and windows of mostly incomparable ideals).
+
+    A nested family's blocks ``I \\ J`` are stretches of its order (``added[k]``: the supernode ideal ``k``
+    adds, ideals indexed by size), and its pairs of one ``I`` come in decreasing ``J``: the block grows one
+    supernode at a time, and its communication is kept as it grows, ``Σ c(u)`` over the cost nodes ``u``
+    with ``0 < |N[u] ∩ X| < |N[u]|`` (``inside[u]``: that count, by ``touch``; the cuts' formula gives the
+    same), at the cost of the cost nodes each new supernode touches rather than the sizes of the two cuts
+    (a chain whose every node feeds its last: cuts as long as the chain, each pair's merge as long).
     """
     n_layers, n_types = prev.shape
     one = np.uint64(1)
@@ -338,6 +348,9 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi,
                 continue
             ci = comp[t, i]
             outside_i = ~bits[i, 0] if one_word else np.uint64(0)
+            grows = nested and pays[t]   # the block's communication kept as it grows (docstring)
+            grown = i                    # the block is ideal i less ideal grown
+            running = 0.0
             for p in range(pos[t, i] - 1, -1, -1):
                 j = order[t, p]
                 lb = ci - comp[t, j]
@@ -371,7 +384,21 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi,
                     continue
                 counters[EVALUATED] += 1
                 load = lb
-                if pays[t]:
+                if grows and j <= grown:
+                    while grown > j:   # the block takes the supernode ideal grown adds
+                        b = added[grown]
+                        for k in range(touch_ptr[b], touch_ptr[b + 1]):
+                            u = touch_idx[k]
+                            before = 0 < inside[u] < degree[u]
+                            inside[u] += 1
+                            after = inside[u] < degree[u]
+                            if after and not before:
+                                running += cost[u]
+                            elif before and not after:
+                                running -= cost[u]
+                        grown -= 1
+                    load += running
+                elif pays[t]:
                     # communication of the block i minus j from the two cuts (module docstring)
                     comm = cutc[i] + cutc[j]
                     a, a_end = cut_lo[i], cut_hi[i]
@@ -400,6 +427,10 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi,
                         choice[L, i] = t
                     if dp[L, i] > threshold:
                         threshold = dp[L, i]
+            for k in range(grown + 1, i + 1):   # the counts back to 0 for the next block
+                b = added[k]
+                for m in range(touch_ptr[b], touch_ptr[b + 1]):
+                    inside[touch_idx[m]] = 0
     return hi
 
 

@@ -484,7 +484,7 @@ def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
         order[t] = np.lexsort((popcount, per_type[:, t]))
         pos[t, order[t]] = np.arange(n)
     return SimpleNamespace(kernels=kernels, may_compile=compiled is None and not start_compiled,
-                           n=n, bits=bits, popcount=popcount, nested=nested,
+                           n=n, bits=bits, popcount=popcount, nested=nested, added=added[order0],
                            prefix=None if store_bits else added, cutc=cutc, cut_lo=cut_lo,
                            cut_hi=cut_hi, cut_buf=cut_buf, cut_count=cut_count, max_lo=max_lo, max_hi=max_hi,
                            max_buf=max_buf, order=order, pos=pos, mem=mem, pmin=pmin,
@@ -534,6 +534,7 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
     parent = np.empty((n_layers, n), dtype=np.int64)
     choice = np.empty((n_layers, n), dtype=np.int64)
     counters = np.zeros(3, dtype=np.int64)
+    inside = np.zeros(len(graph.degree), dtype=np.int64)   # the kernel's counts of a growing block (all 0 between)
     # a fiftieth of the family, or 256 ideals, and fewer where each ideal has many layers to fill
     chunk = max(1, min(max(256, n // 50), STATES_PER_CHUNK // n_layers))
     poll = getattr(progress, "poll", None)   # a deadline check between progress lines (dp.deadline_watch)
@@ -552,7 +553,8 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
                                        graph.pays, data.cutc, data.cut_lo, data.cut_hi, data.cut_buf, data.cut_count,
                                        graph.cost, data.max_lo, data.max_hi, data.max_buf, data.order, data.pos,
                                        layers.prev, layer_cap, rest_cap, rest_devices, pmin, pmin_total, full,
-                                       ceiling, stages is not None, size, popcount, data.nested, dp, parent, choice,
+                                       ceiling, stages is not None, size, popcount, data.nested, data.added,
+                                       graph.touch_ptr, graph.touch_idx, graph.degree, inside, dp, parent, choice,
                                        counters, pairs))
         now = time.perf_counter()
         took = max(now - began, 1e-6)
