@@ -1,7 +1,9 @@
 """Time the DP: graph shapes at scale, start-up, and every published throughput instance; print tables, write JSON.
 
 1. Shapes (generated here, seeded): a chain of 10,000 nodes (random times, 4 accelerators,
-   1 CPU), a 700-node total order (an edge between every two nodes), a 1,000-block
+   1 CPU), a 700-node total order (an edge between every two nodes), a chain of 5,000 whose every node
+   also feeds the last (each ideal's cut holds every node in it: cost must follow the pairs, not the
+   cuts), a 1,000-block
    transformer, forward and backward (``placement.zoo.transformer``), and a random DAG of 20 nodes and
    12 edges (many ideals for its size, mostly incomparable). Per shape: ideals and pairs,
    the DP alone (``solve_dp`` in this process, median of ``--repeat`` runs after one run that
@@ -57,14 +59,17 @@ from child import run_child  # noqa: E402
 from common import cannot_write, machine, merged_rows, positive_int, refuse  # noqa: E402
 
 
-def line_document(n: int, all_pairs: bool, seed: int) -> dict:
+def line_document(n: int, all_pairs: bool, seed: int, fan_in: bool = False) -> dict:
     """Nodes 0..n-1 with random times (accelerator 1-10, CPU 10-100) and transfer costs; edges i -> i+1
-    (a chain) or i -> j for all i < j (a total order); 4 accelerators and 1 CPU."""
+    (a chain) or i -> j for all i < j (a total order); ``fan_in``: the chain and i -> n-1 for every i;
+    4 accelerators and 1 CPU."""
     rng = random.Random(seed)
     nodes = [{"id": i, "supportedOnFpga": True, "fpgaLatency": rng.uniform(1, 10), "cpuLatency": rng.uniform(10, 100),
               "isBackwardNode": False, "size": 1} for i in range(n)]
     costs = [rng.uniform(0, 2) for _ in range(n)]
-    pairs = ((i, j) for i in range(n) for j in range(i + 1, n)) if all_pairs else ((i, i + 1) for i in range(n - 1))
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)] if all_pairs else [(i, i + 1) for i in range(n - 1)]
+    if fan_in:
+        pairs += [(i, n - 1) for i in range(n - 2)]
     return {"maxSizePerFPGA": 1e9, "maxFPGAs": 4, "maxCPUs": 1, "nodes": nodes,
             "edges": [{"sourceId": i, "destId": j, "cost": costs[i]} for i, j in pairs]}
 
@@ -94,6 +99,7 @@ def sparse_document(n: int, m: int, seed: int) -> dict:
 SHAPES = {
     "chain-10000": lambda: line_document(10_000, False, 1),
     "total-order-700": lambda: line_document(700, True, 2),
+    "fan-in-5000": lambda: line_document(5_000, False, 3, fan_in=True),
     "transformer-1000-training": lambda: transformer_document(1000),
     "sparse-dag-20": lambda: sparse_document(20, 12, 4),
 }
