@@ -36,6 +36,7 @@ from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
+from placement.problem.instance import format_number
 from placement.report.table import format_table
 from placement.solvers.milp.backends import backend_availability
 from placement.testing.crosscheck import cases, check, random_instance
@@ -48,10 +49,10 @@ RESULTS = Path(__file__).resolve().parent / "results" / "crosscheck.json"
 
 def default_out(unit: float) -> Path:
     """Where a run at ``unit`` writes without ``--out``: :data:`RESULTS`, or for a unit other than 1 a file
-    named by it (``crosscheck-unit-1e-9.json``)."""
+    named by it exactly (``crosscheck-unit-1e-9.json``), so that two units never share a file."""
     if unit == 1:
         return RESULTS
-    text = f"{unit:g}".replace("e-0", "e-").replace("e+0", "e").replace("e+", "e")
+    text = format_number(unit).replace("e-0", "e-").replace("e+0", "e").replace("e+", "e")
     return RESULTS.with_name(f"crosscheck-unit-{text}.json")
 
 

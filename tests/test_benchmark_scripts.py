@@ -325,6 +325,14 @@ def test_a_scaled_crosscheck_keeps_the_unit_runs_file():
     assert crosscheck.default_out(2.5e-12) == results / "crosscheck-unit-2.5e-12.json"
 
 
+def test_crosscheck_units_that_differ_write_files_that_differ():
+    # the name was the unit to six digits: 1.0000001 wrote crosscheck-unit-1.json, and 1234567 and 1234568 both
+    # wrote crosscheck-unit-1.23457e6.json, the second run's results over the first's
+    names = [crosscheck.default_out(unit).name for unit in (1.0000001, 1234567.0, 1234568.0, 1.0000001e-9)]
+    assert names == ["crosscheck-unit-1.0000001.json", "crosscheck-unit-1234567.json",
+                     "crosscheck-unit-1234568.json", "crosscheck-unit-1.0000001e-9.json"]
+
+
 def test_crosscheck_docstring_names_every_method_it_runs():
     from placement.testing.crosscheck import cases, random_instance
 
