@@ -468,6 +468,18 @@ def test_verify_takes_the_split_options_a_plan_file_records(tmp_path, capsys):
                                               "checks its layers only (its b_tasks and w_tasks are not read)\n")
 
 
+def test_verify_split_of_a_latency_plan_of_an_inference_graph_names_the_instance(tmp_path, capsys):
+    # the objective checked is the latency the plan file records, not an option given: the refusal named
+    # --objective latency, which the command did not hold, for an instance that cannot be checked split at all
+    out = tmp_path / "plan.json"
+    assert main(["solve", MEMORY_CHAIN, "--objective", "latency", "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    for given in ([], ["--objective", "latency"]):
+        assert main(["verify", MEMORY_CHAIN, str(out), "--backward", "split", *given]) == 2
+        assert capsys.readouterr().err == ("error: --backward 'split' needs a training instance (one with backward "
+                                           "nodes); this instance has none\n")
+
+
 def test_verify_checks_the_class_a_plan_file_records(tmp_path, capsys):
     """A plan file recording an optimal `stages` solve of chain4 whose devices, {a, c} and {b, d}, feed
     each other (no pipeline order): verify checked it as `none`, found it valid and said nothing of the

@@ -129,7 +129,9 @@ def run(args: argparse.Namespace) -> int:
         # split as asked, or as the plan file records: the refusal names which
         subject = ("--backward split" if args.backward
                    else "the plan file, which was solved with its backward pass split")
-        if args.objective not in ("throughput", "throughput-gpipe"):
+        # on an inference graph the objective may be the plan file's latency, not an option given: the check
+        # refuses the instance itself, as it does for any objective
+        if instance.is_training and args.objective not in ("throughput", "throughput-gpipe"):
             raise UsageError(f"--objective {args.objective} does not apply to {subject} (a split-backward plan is "
                              "checked for throughput or throughput-gpipe)")
         for option, value, fits in (("--contiguity", args.contiguity, "stages"), ("--calls", args.calls, 1)):
