@@ -23,8 +23,8 @@ instances or settings keeps the others' rows and long runs can go one at a time 
 rows only). The file's top-level settings (threads, cold start, machine, wall time) are the last run's; every
 row keeps those of the run that measured it as its ``run``.
 
-    python benchmarks/milp.py [--time-limit 60] [--contiguity stages sets none] [--repeat N (1)]
-                              [--objectives throughput [throughput-gpipe]] [--backends cp-sat highs ...]
+    python benchmarks/milp.py [--time-limit 60] [--contiguity stages sets none] [--repeat 1]
+                              [--objectives throughput ...] [--backends cp-sat highs ...]
                               [--match LayerGraphs] [--cold] [--fresh]
     python benchmarks/milp.py --latency [--calls 1 2] [--time-limit 60]
 """
