@@ -294,6 +294,9 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi,
     with ``0 < |N[u] ∩ X| < |N[u]|`` (``inside[u]``: that count, by ``touch``; the cuts' formula gives the
     same), at the cost of the cost nodes each new supernode touches rather than the sizes of the two cuts
     (a chain whose every node feeds its last: cuts as long as the chain, each pair's merge as long).
+    Each cost node's cost is added to the running sum at most once and taken off at most once per ideal, so
+    its rounding is that of two sums over the nodes, within what
+    :func:`placement.solvers.dp.rounding_error` allows a load.
     """
     n_layers, n_types = prev.shape
     one = np.uint64(1)
