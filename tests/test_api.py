@@ -594,6 +594,11 @@ def test_verify_notes_what_a_plan_record_claims_that_the_check_refutes(tmp_path)
     assert placement.verify(CHAIN4, document).notes == (
         "the plan file's 'stages' is no positive integer: \"Decimal('2.5')\"; the number of non-empty devices was "
         "not checked against it",)
+    # nor a key JSON has no form for, which json.dumps refuses whatever its default: a TypeError too
+    document.update(stages={(1,): 2})
+    assert placement.verify(CHAIN4, document).notes == (
+        "the plan file's 'stages' is no positive integer: \"{(1,): 2}\"; the number of non-empty devices was "
+        "not checked against it",)
     document = result.to_json()
     document.update(status="feasible", bound=100)   # a bound no plan can be below: 7.5 is a plan's value
     assert placement.verify(CHAIN4, document).notes == (

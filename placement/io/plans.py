@@ -324,7 +324,11 @@ def record_notes(plan: object, objective: str, value: float | None, instance_nam
                      f"the plan has {non_empty} non-empty device{'s' if non_empty != 1 else ''}")
     garbled = garbled_stages(record)
     if garbled is not None:
-        notes.append(f"{source}'s 'stages' is no positive integer: {json.dumps(garbled, default=repr)[:40]}; the "
+        try:
+            shown = json.dumps(garbled, default=repr)
+        except TypeError:   # a key JSON has no form for (a tuple), which no default is asked about
+            shown = json.dumps(repr(garbled))
+        notes.append(f"{source}'s 'stages' is no positive integer: {shown[:40]}; the "
                      "number of non-empty devices was not checked against it")
     return notes
 
