@@ -199,9 +199,10 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     first tried in plain Python for :data:`INTERPRETED_SECONDS`; the results are the same either way).
     ``tables``/``sets``: reuse a previous build.
     ``progress`` hears when the kernels must be compiled first (once per install, some seconds), and how
-    far the DP over the sets has come, about once a second. Past ``deadline`` (a :func:`time.perf_counter`
-    value) the DP over the sets stops, and the plan is the best pipeline along one topological order (its
-    pass runs to the end: a chain's sets are one more than its nodes), with ``stats["out_of_time"]`` saying
+    far the pass along one topological order, then the DP over the sets, has come, about once a second.
+    Past ``deadline`` (a :func:`time.perf_counter` value) the DP over the sets stops, and the plan is the
+    best pipeline along one topological order (its pass runs to the end: a chain's sets are one more than its
+    nodes), with ``stats["out_of_time"]`` saying
     how far the DP came and ``stats["lower_bound"]`` a bound on every plan: the least device time of all
     nodes (Σ of the least ``t · time``, at the largest speed) over the devices. ``stats["memory_rounded"]``
     says whether the memory figures have no exact unit in which the DP's sums fit (:func:`exact_memory`), so
