@@ -437,6 +437,21 @@ def test_the_size_of_a_node_no_bounded_device_runs_leaves_the_dp_its_exact_unit(
     assert [stage.nodes for stage in result.plan] == [(1, 2), (3,), (4,)]
 
 
+def test_the_size_of_a_node_no_bounded_device_runs_leaves_the_milp_its_exact_unit():
+    """The instance above for the MILP (cp-sat): its memory rows, too, took the CPU-only node's 1e16 bytes into
+    the sizes whose unit must be exact, and rounded them instead: 'feasible' with the simple bound 1.357 where
+    sets (3.5) and none (2, the second accelerator node on the CPU alone) are optimal."""
+    doc = {"maxSizePerFPGA": 0.3, "maxFPGAs": 2, "maxCPUs": 1,
+           "nodes": [{"id": 1, "supportedOnFpga": 0, "fpgaLatency": 0, "cpuLatency": 0.5, "size": 1e16}]
+           + [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": c, "size": size}
+              for i, size, c in zip((2, 3, 4), (0.1, 0.2000001, 0.2), (3, 10, 10))],
+           "edges": [{"sourceId": i, "destId": i + 1, "cost": 0} for i in range(1, 4)]}
+    for contiguity, value in (("sets", 3.5), ("none", 2.0)):
+        result = placement.solve(doc, method="milp", backend="cp-sat", contiguity=contiguity)
+        assert (result.status, result.value, result.bound) == ("optimal", value, value)
+        assert "memory rounded" not in result.message
+
+
 def test_a_total_that_rounds_to_two_to_the_53_is_no_exact_sum():
     # 2^53 + 1 rounds to 2^53: a total "at most 2^53" no longer shows the sums exact
     assert not sums_exactly([2.0 ** 53, 1.0])

@@ -335,8 +335,12 @@ def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, m
         return values, widest
 
     values, widest = spread()
-    memory = scale_memory(m_raw, [problem.device_types[t].memory for t in types], integer,
-                          memory_binds(problem, types))
+    binds = memory_binds(problem, types)
+    # a group that no type with a binding bound runs never counts against a bound: its size (a CPU-only
+    # node's 1e16 bytes) is left out, where it would leave the others no exact unit (as in the DP's sums)
+    m_raw = [size if any(b and rf[k] is not None for k, b in enumerate(binds)) else 0.0
+             for size, rf in zip(m_raw, pf_raw)]
+    memory = scale_memory(m_raw, [problem.device_types[t].memory for t in types], integer, binds)
 
     cap: float | None = None
     if integer:
