@@ -237,8 +237,9 @@ def refuse_non_string_keys(document: Any, error: type[PlacementError]) -> None:
         if isinstance(value, Mapping):
             for key, item in value.items():
                 if not isinstance(key, str):
+                    given = "None" if key is None else f"{json_type_name(key)} {key!r}"   # not JSON's null
                     raise error(f"{where or 'the document'}: a key must be a string, as a JSON object's are, got "
-                                f"{json_type_name(key)} {key!r}")
+                                f"{given}")
             stack.extend((item, f"{where}.{key}" if where else key) for key, item in value.items()
                          if isinstance(item, (Mapping, list, tuple)))
         elif isinstance(value, (list, tuple)):

@@ -137,7 +137,7 @@ def test_a_document_key_that_is_not_a_string_is_refused_by_name():
                 "nodes": [{"id": 1, "name": "a", "supportedOnFpga": 1, "fpgaLatency": 1.0, "cpuLatency": 2.0}]}
     with pytest.raises(InvalidInstanceError) as caught:   # sorting the unknown fields None and (1,): a TypeError
         placement.load({**document, None: 1, (1,): 2})
-    assert str(caught.value) == "the document: a key must be a string, as a JSON object's are, got null None"
+    assert str(caught.value) == "the document: a key must be a string, as a JSON object's are, got None"
     parallel = {"schedule": "piper", "stages": [{"nodes": [0, 1], "d": 1, "t": 1, "tmpcs": {0: "x", 1: "x"}}]}
     with pytest.raises(InvalidPlanError) as caught:
         placement.verify(_piper_pair(), parallel)
