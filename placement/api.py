@@ -105,13 +105,14 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
 
         raise plan_error(plan, f"the plan's backward record: {exc}") from None
     if one_of("backward", options["backward"], BACKWARD_MODES) == "split":
+        from placement.backward_split import SPLIT_OBJECTIVES
         from placement.verification.split import check_split_plan
 
         check_training(problem)
         # split because the caller asked, or because the plan records a split solve: the refusals name which
         split = ("backward='split'" if "backward" not in taken
                  else "the plan, which was solved with its backward pass split")
-        if objective not in ("throughput", "throughput-gpipe"):
+        if objective not in SPLIT_OBJECTIVES:
             raise InvalidParameterError("objective", f"{objective!r} does not apply to {split} (a split-backward "
                                                      "plan is checked for 'throughput' or 'throughput-gpipe')")
         for name, value, fits in (("contiguity", contiguity, "stages"), ("calls", asked_calls, 1)):

@@ -91,6 +91,7 @@ def _figures(verification: Any) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     import placement
+    from placement.backward_split import SPLIT_OBJECTIVES
     from placement.io.plans import (as_plan, garbled_calls, garbled_stages, read_plan_file, recorded_backward,
                                     recorded_calls, recorded_contiguity, recorded_objective,
                                     recorded_objective_refusal, recorded_stages, refuted_claims)
@@ -131,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
                    else "the plan file, which was solved with its backward pass split")
         # on an inference graph the objective may be the plan file's latency, not an option given: the check
         # refuses the instance itself, as it does for any objective
-        if instance.is_training and args.objective not in ("throughput", "throughput-gpipe"):
+        if instance.is_training and args.objective not in SPLIT_OBJECTIVES:
             raise UsageError(f"--objective {args.objective} does not apply to {subject} (a split-backward plan is "
                              "checked for throughput or throughput-gpipe)")
         for option, value, fits in (("--contiguity", args.contiguity, "stages"), ("--calls", args.calls, 1)):
