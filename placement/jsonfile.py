@@ -18,7 +18,7 @@ import re
 import stat
 import sys
 from pathlib import Path
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from placement.errors import InvalidInstanceError, LimitExceededError, PlacementError
 
@@ -141,6 +141,17 @@ def refuse_non_finite_document(document: Any, error: type[PlacementError]) -> No
         return
     except (ValueError, TypeError, RecursionError):
         pass
+    for value, place in _leaves(document, error):
+        if isinstance(value, numbers.Number) and not isinstance(value, (numbers.Integral, complex)):
+            if not math.isfinite(float(value)):
+                raise error(f"{_place_text(place)} is {_non_finite_name(float(value))}; every number must be "
+                            "finite")
+
+
+def _leaves(document: Any, error: type[PlacementError]) -> Iterator[tuple[Any, Any]]:
+    """Every value of a decoded ``document`` that holds no other (a numpy number or array as its ``tolist()``),
+    with its place (:func:`_place_text`), in document order; ``error`` for a container that holds itself, which
+    no JSON text decodes to (and which a search would follow forever)."""
     path: list[int] = []                 # the ids of the containers from the document to the one searched
     stack: list[tuple[Any, Any, int]] = [(document, None, 0)]   # value, its place (key, parent's place), depth
     while stack:
@@ -148,16 +159,12 @@ def refuse_non_finite_document(document: Any, error: type[PlacementError]) -> No
         del path[depth:]
         if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
             value = value.tolist()        # a numpy number or array
-        if isinstance(value, numbers.Number) and not isinstance(value, (numbers.Integral, complex)):
-            if not math.isfinite(float(value)):
-                raise error(f"{_place_text(place)} is {_non_finite_name(float(value))}; every number must be "
-                            "finite")
-            continue
         if isinstance(value, Mapping):
             items: Any = value.items()
         elif isinstance(value, (list, tuple)):
             items = enumerate(value)
         else:
+            yield value, place
             continue
         if id(value) in path:
             raise error(f"{_place_text(place)} holds itself (a container that is its own element is no JSON "
@@ -200,26 +207,9 @@ def refuse_huge_integers(document: Any, error: type[PlacementError]) -> None:
     float range, by its place and length, as :func:`load_json` refuses one in a file: every number read is
     taken as a double, and ``float`` of such an integer raises ``OverflowError``. A container that holds
     itself, which no JSON text decodes to (and which the search would follow forever), is refused too."""
-    path: list[int] = []                 # the ids of the containers from the document to the one searched
-    stack: list[tuple[Any, str, int]] = [(document, "", 0)]
-    while stack:
-        value, where, depth = stack.pop()
-        del path[depth:]
-        if isinstance(value, int) and not isinstance(value, bool):
-            if past_floats(value):
-                raise error(f"{where or 'the document'}: {past_floats(value)}")
-            continue
-        if isinstance(value, Mapping):
-            items = [(item, f"{where}.{key}" if where else str(key)) for key, item in value.items()]
-        elif isinstance(value, (list, tuple)):
-            items = [(item, f"{where}[{k}]") for k, item in enumerate(value)]
-        else:
-            continue
-        if id(value) in path:
-            raise error(f"{where or 'the document'} holds itself (a container that is its own element is no JSON "
-                        "document)")
-        path.append(id(value))
-        stack.extend((item, place, depth + 1) for item, place in items)
+    for value, place in _leaves(document, error):
+        if isinstance(value, int) and not isinstance(value, bool) and past_floats(value):
+            raise error(f"{_place_text(place)}: {past_floats(value)}")
 
 
 def refuse_non_string_keys(document: Any, error: type[PlacementError]) -> None:
