@@ -525,6 +525,40 @@ def test_prefix_blocks_cost_the_same_grown_as_from_their_cuts(problem, rng):
     assert tables[0].dp.tolist() == tables[1].dp.tolist()
 
 
+def test_a_chains_blocks_cost_no_more_grown_than_merged():
+    """A chain's cuts hold a node each, so merging two costs a step or two, while the pairs that get as far as
+    their communication are sparse in the window: growing the block through every supernode between them read
+    the touch lists dozens of times a pair. It grows only where that costs no more than the merge, so the reads
+    (growth and the counts put back) stay within twice the two cuts' sizes a pair."""
+    import dataclasses
+
+    import numpy as np
+
+    from placement.solvers.dp_table import build_graph, build_layers, fill, prefix_family, prepare
+
+    class Reads(np.ndarray):
+        count = 0
+
+        def __getitem__(self, key):
+            Reads.count += 1
+            return super().__getitem__(key)
+
+    n = 400
+    rng = random.Random(n)
+    times = [float(rng.randint(1, 20)) for _ in range(n)]
+    costs = [float(rng.randint(1, 5)) for _ in range(n)]
+    problem = _line(times, costs, 4, False)
+    contraction = contract(problem, False)
+    graph, layers = build_graph(problem, contraction), build_layers(problem, contraction.size + 1)
+    data = prepare(graph, layers, prefix_family(list(range(contraction.size))), compiled=False)
+    counted = dataclasses.replace(graph, touch_idx=graph.touch_idx.view(Reads))
+    table = fill(problem, counted, layers, data, _interval_optimum(times, costs, 4, False), None, "prefixes")
+    assert table.dp[:, table.full].min() == _interval_optimum(times, costs, 4, False)
+    evaluated = int(table.counters[_dp_kernels.EVALUATED])
+    assert evaluated > 0
+    assert Reads.count <= 4 * evaluated
+
+
 def test_ideal_counts_of_long_chains():
     # A chain of n vertices has n + 1 ideals; counting stops one past the limit.
     chain = [[v + 1] for v in range(4999)] + [[]]

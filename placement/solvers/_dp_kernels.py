@@ -32,8 +32,8 @@ The communication of a block ``X = I \\ I'`` follows from the two cuts. With ``R
 since a node in both cuts meets R1 and R3 and is counted twice, but must be counted once
 if it also meets X and not at all otherwise; ``N[u]`` meets ``X`` iff
 ``|N[u] ∩ I| > |N[u] ∩ I'|``. A pair thus costs the sizes of the two cuts; in a prefix family, where the
-blocks of one ``I`` grow a supernode at a time, each pair costs only what the new supernode touches
-(:func:`dp_range`).
+blocks of one ``I`` grow a supernode at a time, a pair costs what the supernodes it adds to the block touch
+where that is less (:func:`dp_range`).
 """
 
 from __future__ import annotations
@@ -263,8 +263,8 @@ def family_data(parent, added, values, n_vertices, pred_ptr, pred_idx, touch_ptr
 
 def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi, cut_buf, cut_count, cost,
              max_lo, max_hi, max_buf, order, pos, prev, layer_cap, rest_cap, rest_devices, pmin, pmin_total, full,
-             ceiling, exact, layer_size, popcount, nested, added, touch_ptr, touch_idx, degree, inside, dp, parent,
-             choice, counters, budget):
+             ceiling, exact, layer_size, popcount, nested, added, reach, touch_ptr, touch_idx, degree, inside, dp,
+             parent, choice, counters, budget):
     """Fill ``dp[:, lo:hi]``, or stop early at an ideal once the ideals filled so far have examined at least
     ``budget`` pairs of the window (``counters[WINDOW]``); returns the first ideal not filled (``hi`` where it
     filled them all, always more than ``lo``). Ideals are indexed in processing order (a linear extension of ⊆).
@@ -293,7 +293,10 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi,
     supernode at a time, and its communication is kept as it grows, ``Σ c(u)`` over the cost nodes ``u``
     with ``0 < |N[u] ∩ X| < |N[u]|`` (``inside[u]``: that count, by ``touch``; the cuts' formula gives the
     same), at the cost of the cost nodes each new supernode touches rather than the sizes of the two cuts
-    (a chain whose every node feeds its last: cuts as long as the chain, each pair's merge as long).
+    (a chain whose every node feeds its last: cuts as long as the chain, each pair's merge as long). A pair
+    grows the block only where that costs no more than merging its two cuts (``reach[k]``: the cost nodes
+    touched by the supernodes of ideal ``k``, with repeats): a chain's cuts hold a node or two, and growing
+    through every supernode between the sparse pairs that get this far would cost more than merging them.
     Each cost node's cost is added to the running sum at most once and taken off at most once per ideal, so
     its rounding is that of two sums over the nodes, within what
     :func:`placement.solvers.dp.rounding_error` allows a load.
@@ -387,7 +390,7 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi,
                     continue
                 counters[EVALUATED] += 1
                 load = lb
-                if grows and j <= grown:
+                if grows and j <= grown and reach[grown] - reach[j] <= cut_hi[i] - cut_lo[i] + cut_hi[j] - cut_lo[j]:
                     while grown > j:   # the block takes the supernode ideal grown adds
                         b = added[grown]
                         for k in range(touch_ptr[b], touch_ptr[b + 1]):

@@ -483,8 +483,11 @@ def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
     for t in range(n_types):
         order[t] = np.lexsort((popcount, per_type[:, t]))
         pos[t, order[t]] = np.arange(n)
+    reach = np.zeros(n, dtype=np.int64)   # a prefix's cost nodes touched, with repeats (dp_range)
+    if nested:
+        np.cumsum(np.diff(graph.touch_ptr)[added[order0][1:]], out=reach[1:])
     return SimpleNamespace(kernels=kernels, may_compile=compiled is None and not start_compiled,
-                           n=n, bits=bits, popcount=popcount, nested=nested, added=added[order0],
+                           n=n, bits=bits, popcount=popcount, nested=nested, added=added[order0], reach=reach,
                            prefix=None if store_bits else added, cutc=cutc, cut_lo=cut_lo,
                            cut_hi=cut_hi, cut_buf=cut_buf, cut_count=cut_count, max_lo=max_lo, max_hi=max_hi,
                            max_buf=max_buf, order=order, pos=pos, mem=mem, pmin=pmin,
@@ -553,7 +556,7 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
                                        graph.pays, data.cutc, data.cut_lo, data.cut_hi, data.cut_buf, data.cut_count,
                                        graph.cost, data.max_lo, data.max_hi, data.max_buf, data.order, data.pos,
                                        layers.prev, layer_cap, rest_cap, rest_devices, pmin, pmin_total, full,
-                                       ceiling, stages is not None, size, popcount, data.nested, data.added,
+                                       ceiling, stages is not None, size, popcount, data.nested, data.added, data.reach,
                                        graph.touch_ptr, graph.touch_idx, graph.degree, inside, dp, parent, choice,
                                        counters, pairs))
         now = time.perf_counter()
