@@ -319,14 +319,18 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
 def _every_second(progress: Callable[[str], None] | None, began: float,
                   what: str = "DP over the sets") -> Callable[[int, int], None] | None:
     """A ``tell(done, count)`` for :func:`_run` that passes a line on the pass ``what`` to ``progress`` at most
-    once a second, the first a second after ``began``; ``None`` without ``progress``."""
+    once a second, the first a second after the first call (the first call's wait may be the kernels compiling,
+    which their own line announces: a pass of a tiny instance says nothing more), with the seconds since
+    ``began``; ``None`` without ``progress``."""
     if progress is None:
         return None
-    last = [began]
+    last: list[float | None] = [None]
 
     def tell(done: int, count: int) -> None:
         now = time.perf_counter()
-        if now - last[0] >= 1.0:
+        if last[0] is None:
+            last[0] = now
+        elif now - last[0] >= 1.0:
             last[0] = now
             progress(f"{what}: {done:,} of {count:,} filled, {now - began:.0f} s (each set is "
                      "compared with those before it: the later take longer)")
