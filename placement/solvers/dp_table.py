@@ -98,7 +98,6 @@ def build_graph(problem: Instance, contraction: Contraction, relaxed_memory: boo
     comp = np.column_stack([per_supernode(np.where(supported[:, t], times[:, t], 0.0)) for t in range(n_types)])
     unsup = np.column_stack([per_supernode(~supported[:, t]) for t in range(n_types)]).astype(np.int64)
     sizes = [node.memory for node in nodes]
-    total = math.fsum(sizes)
     binding_types = which_bind(sizes, [t.memory for t in types])   # the model's rule, not the rounded total
     binding = [t.memory for t, b in zip(types, binding_types) if b]
     # a node that no type with a binding bound runs never counts against a bound: its size (a CPU-only
