@@ -452,6 +452,23 @@ def test_the_size_of_a_node_no_bounded_device_runs_leaves_the_milp_its_exact_uni
         assert "memory rounded" not in result.message
 
 
+def test_the_size_of_a_node_no_bounded_device_runs_leaves_the_latency_milp_its_exact_unit():
+    """The latency MILP, too, took a CPU-only node's 1e16 bytes into the sizes whose unit must be exact. Here
+    nodes 2 and 3 (0.1 and 0.2 bytes) fill one accelerator's 0.3 exactly; rounded sizes kept them apart, and
+    cp-sat, started from nothing, returned 'feasible' 30.5 (every node on the CPU) and HiGHS refused the model
+    as invalid. The optimum: node 1 on the CPU (0.5), then 2 and 3 on one
+    accelerator (1 + 1 + 0.01 received), then 4 on the other (0.01 received + 1): 3.53."""
+    doc = {"maxSizePerFPGA": 0.3, "maxFPGAs": 2, "maxCPUs": 1,
+           "nodes": [{"id": 1, "supportedOnFpga": 0, "fpgaLatency": 0, "cpuLatency": 0.5, "size": 1e16}]
+           + [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "size": size}
+              for i, size in zip((2, 3, 4), (0.1, 0.2, 0.3))],
+           "edges": [{"sourceId": i, "destId": i + 1, "cost": 0.01} for i in range(1, 4)]}
+    for backend in ("cp-sat", "highs"):
+        result = placement.solve(doc, method="milp", backend=backend, objective="latency", warm_start=False)
+        assert (result.status, result.value, result.bound) == ("optimal", pytest.approx(3.53), pytest.approx(3.53))
+        assert [stage.nodes for stage in result.plan] == [(2, 3), (4,), (1,)]
+
+
 def test_a_total_that_rounds_to_two_to_the_53_is_no_exact_sum():
     # 2^53 + 1 rounds to 2^53: a total "at most 2^53" no longer shows the sums exact
     assert not sums_exactly([2.0 ** 53, 1.0])

@@ -9,7 +9,8 @@ CPU type with its ``cores`` (:class:`InvalidParameterError` otherwise). ``p_acc[
 the time of class ``v`` on ``a`` (``None``: unsupported), ``p_cpu[i]`` and ``cpu_type[i]``
 the time of node ``i`` on the CPU type and that type (``None``: the node must go to an
 accelerator); ``m`` and ``M`` are the class sizes and the accelerators' memory bounds, ``M_cpu``
-the bound of each CPU core (``inf`` where it cannot bind); cost
+the bound of each CPU core (``inf`` where it cannot bind); a class that no device with a binding
+bound runs has size 0 (no row counts it, and its size would only coarsen the unit); cost
 nodes ``u`` have ``r(u)``, ``W(u)`` and ``c(u)`` as in :mod:`.data`. The horizon ``U``
 bounds every finish time of every plan: each node at its slowest, plus each transfer cost
 ``c(u)`` counted ``1 + min(|succ(u)|, A)`` times (``A`` accelerators, at least 1), rounded
@@ -129,9 +130,14 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float,
         return float(round(a * scaling.scale) if scaling.exact else math.floor(a * scaling.scale))
 
     check_time()
-    memory = scale_memory([decimal_sum(nodes[i].memory for i in members) for members in classes],
-                          [types[t].memory for t in acc] + [types[t].memory for t in cpus], integer,
-                          memory_binds(problem, list(acc) + list(cpus)))
+    bounded = list(acc) + list(cpus)
+    binds = memory_binds(problem, bounded)
+    # a class that no device with a binding bound runs never counts against a bound: its size (a CPU-only
+    # node's 1e16 bytes) is left out, where it would leave the others no exact unit (as in the DP's sums)
+    runs = [[all(nodes[i].times[t] is not None for i in members) for t in bounded] for members in classes]
+    memory = scale_memory([decimal_sum(nodes[i].memory for i in members) if any(b and r for b, r in zip(binds, row))
+                           else 0.0 for members, row in zip(classes, runs)],
+                          [types[t].memory for t in bounded], integer, binds)
     return LatencyData(classes, group, acc, rank,
                        [[None if q is None else t_model(q) for q in row] for row in p_acc_raw],
                        [None if q is None else t_model(q) for q in p_cpu_raw], cpu_type, list(memory.sizes),
