@@ -21,3 +21,12 @@ def as_given(value: float) -> str:
     """A recorded number as a person (or an option) would give it: a whole number below 10^16 without a
     fraction or an exponent (``123456789``, not ``1.23457e+08``), any other exactly (its ``repr``: ``1e+300``)."""
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e16 else repr(value)
+
+
+def rounded_duration(seconds: float) -> str:
+    """``seconds`` as a rounded duration, as a progress line's estimate gives it: ``40 s``, ``12 min``, ``3.5 h``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from placement.wording import counted
+from placement.wording import counted, rounded_duration
 
 
 def test_counted_nouns():
@@ -15,6 +15,11 @@ def test_counted_nouns():
     # a first word ending in a hiss takes "es" (it gave "micro-batchs" unless the plural was given)
     assert [counted(2, word) for word in ("micro-batch", "pass run", "box", "mesh")] == \
         ["2 micro-batches", "2 passes run", "2 boxes", "2 meshes"]
+
+
+def test_rounded_durations():
+    assert [rounded_duration(s) for s in (0.4, 40, 119.4, 720, 7199, 12600)] == \
+        ["0 s", "40 s", "119 s", "12 min", "120 min", "3.5 h"]
 
 
 def test_a_solve_of_one_block_says_so():

@@ -41,6 +41,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from placement.wording import rounded_duration
+
 OK, DEADLOCK, RING_TOO_SHORT, PAUSED = 0, 1, 2, 3
 HISTORY = 128   # completions kept for the period search (more than MAX_PERIOD)
 CHUNK = 1 << 22  # tasks a pass evaluates between two looks at the clock
@@ -230,15 +232,6 @@ def run(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, win
     return OK
 
 
-def _duration(seconds):
-    """``seconds`` as a rounded duration: ``40 s``, ``12 min``, ``3.5 h``."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 @lru_cache(maxsize=1)
 def _compiled():
     """:func:`run` compiled by numba (:func:`placement.kernels.compile_kernel`), holding back Ctrl-C while
@@ -287,7 +280,7 @@ def stream_figures(m, n, training, duration, pred_ptr, pred_idx, first_task, las
             return
         reported[0] = now
         left = (now - started) * (total - done) / done
-        progress(f"simulated {done:,} of {total:,} tasks, {done / total:.1%}; about {_duration(left)} left")
+        progress(f"simulated {done:,} of {total:,} tasks, {done / total:.1%}; about {rounded_duration(left)} left")
 
     def one_pass():
         state = new_state(n, len(duration), ring, p_max)
