@@ -378,13 +378,15 @@ class HyparResult:
         }
 
 
-def hypar(network: str | PathLike[str], *, accelerators: int, batch: int, types: int = 2) -> HyparResult:
+def hypar(network: str | PathLike[str], *, accelerators: int, batch: int, types: int = 2,
+          progress: Callable[[str], None] | None = None) -> HyparResult:
     """Plan hybrid data/model parallelism of a layer chain with every planner of
     :mod:`placement.solvers.hypar` (HyPar/AccPar communication model, :mod:`placement.costmodel.hypar`).
 
     ``network`` is a bundled network name (``vgg-a``, ``lenet-c``, ...) or a network file;
     ``accelerators`` a power of two from 2 to 2^53; ``batch`` the batch size; ``types`` 2 for HyPar's
-    partition types (dp, mp) or 3 for AccPar's (dp, mp, mp-out).
+    partition types (dp, mp) or 3 for AccPar's (dp, mp, mp-out). ``progress`` hears how far the exact
+    planner, the one whose search can take minutes, has come, about once a second after its first.
     """
     from placement.costmodel.hypar import MAX_BATCH, hierarchy_levels, partition_types
     from placement.costmodel.network import load_network
@@ -397,12 +399,13 @@ def hypar(network: str | PathLike[str], *, accelerators: int, batch: int, types:
     batch = integer("batch", batch, smallest=1, largest=MAX_BATCH)
     if isinstance(types, bool) or not isinstance(types, numbers.Integral) or types not in (2, 3):   # not 2.0
         raise InvalidParameterError("types", f"must be 2 (HyPar) or 3 (AccPar), not {types!r}")
+    callback("progress", progress)
     chain = load_network(network)
     kinds = partition_types(types)
     plans, skipped = [], {}
     for name, plan in PLANNERS.items():
         try:
-            plans.append(plan(chain, accelerators, batch, kinds))
+            plans.append(plan(chain, accelerators, batch, kinds, **({"progress": progress} if name == "exact" else {})))
         except LimitExceededError as exc:
             skipped[name] = str(exc)
     return HyparResult(chain, accelerators, batch, kinds, tuple(plans), skipped)

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
+import types
 
+import pytest
+
+import placement
 from placement.cli import main
 from placement.costmodel.hypar import communication
 from placement.costmodel.network import load_network, network_file
+from placement.errors import InvalidParameterError
+from placement.solvers import hypar as planners
 
 
 def test_hypar_prints_choices_and_totals_side_by_side(capsys):
@@ -185,3 +193,47 @@ def test_hypar_counts_one_layer_in_the_singular(tmp_path, capsys):
     path.write_text(json.dumps({"name": "unit", "layers": [{"name": "a", "type": "fc", "in": 1, "out": 1}]}))
     assert main(["hypar", str(path), "--accelerators", "2", "--batch", "1"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "network   unit: 1 weighted layer (0 conv, 1 fc), 1 weight"
+
+
+def _ticking(monkeypatch) -> None:
+    """The planners' clock a second later at every reading."""
+    clock = itertools.count()
+    monkeypatch.setattr(planners, "time", types.SimpleNamespace(perf_counter=lambda: float(next(clock))))
+
+
+def test_hypar_prints_the_exact_planners_progress_on_stderr(monkeypatch, capsys):
+    # HyPar's search reads the planners' clock twice (0, 1), the exact planner
+    # at its start (2), before its second layer (3) and after each layer but the last (4, 5)
+    _ticking(monkeypatch)
+    assert main(["hypar", "lenet-c", "--accelerators", "8", "--batch", "256"]) == 0
+    err = capsys.readouterr().err
+    assert re.sub(r"(?m)^\[ *[0-9.]+ s\] ", "", err) == ("exact planner: 2 of 4 layers planned, 2 s; about 2 s left\n"
+                                                         "exact planner: 3 of 4 layers planned, 3 s; about 1 s left\n")
+    _ticking(monkeypatch)
+    assert main(["hypar", "lenet-c", "--accelerators", "8", "--batch", "256", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_hypar_library_passes_progress_to_the_exact_planner_and_refuses_other_values(monkeypatch):
+    _ticking(monkeypatch)
+    lines: list[str] = []
+    placement.hypar("lenet-c", accelerators=8, batch=256, progress=lines.append)
+    assert lines == ["exact planner: 2 of 4 layers planned, 2 s; about 2 s left",
+                     "exact planner: 3 of 4 layers planned, 3 s; about 1 s left"]
+    with pytest.raises(InvalidParameterError) as info:
+        placement.hypar("lenet-c", accelerators=8, batch=256, progress=3)
+    assert str(info.value) == "progress must be a function of one string or None, not int"
+
+
+def test_hypar_interrupted_while_the_exact_planner_runs_says_so_in_one_line(monkeypatch, capsys):
+    # Ctrl-C between two layers of the exact planner (its clock's fifth reading: after its second layer)
+    clock = itertools.count()
+
+    def perf_counter() -> float:
+        if next(clock) == 4:
+            raise KeyboardInterrupt
+        return 0.0
+
+    monkeypatch.setattr(planners, "time", types.SimpleNamespace(perf_counter=perf_counter))
+    assert main(["hypar", "lenet-c", "--accelerators", "8", "--batch", "256"]) == 130
+    assert capsys.readouterr() == ("", "error: interrupted\n")

@@ -195,3 +195,54 @@ def test_a_network_name_is_no_network(planner):
     with pytest.raises(InvalidParameterError) as info:
         communication("lenet-c", ((DP,),) * 4, 2)
     assert str(info.value) == "network must be a Network (load_network reads one by name or from a file), not str"
+
+
+def _ticking(monkeypatch, step: float) -> None:
+    """The planners' clock moves ``step`` seconds at every reading."""
+    import types
+
+    from placement.solvers import hypar as module
+
+    clock = itertools.count()
+    monkeypatch.setattr(module, "time", types.SimpleNamespace(perf_counter=lambda: step * next(clock)))
+
+
+def test_exact_tells_the_layers_planned_on_a_long_run(monkeypatch):
+    # a chain forced onto Python integers, the long path (about 1.5 s a layer for 3 types on 128 accelerators and
+    # layers of 3e9 elements), on a clock a second later at every reading: the planner read it at its start (0)
+    # and before the second layer (1), then once per layer planned; a line a second, then one per tenth of the
+    # time so far, none for the last layer, whose plan comes at once
+    _ticking(monkeypatch, 1.0)
+    monkeypatch.setattr("placement.solvers.hypar._INT64_SAFE", 0)
+    network = Network("fc-30", tuple(Layer(f"fc{i}", "fc", (8,), (8,)) for i in range(30)))
+    lines: list[str] = []
+    plan = plan_exact(network, 4, 8, progress=lines.append)
+    told = [tuple(map(int, line.split(": ")[1].split(" layers")[0].split(" of "))) for line in lines]
+    assert told == [(done, 30) for done in (2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 18, 20, 23, 26, 29)]
+    assert lines[0] == "exact planner: 2 of 30 layers planned on Python integers, 2 s; about 28 s left"
+    assert lines[-1] == "exact planner: 29 of 30 layers planned on Python integers, 29 s; about 1 s left"
+    assert plan.stats["integer_kind"] == "python"
+    assert plan.partition == plan_exact(network, 4, 8).partition
+
+
+def test_exact_says_nothing_on_a_run_within_a_second(monkeypatch):
+    _ticking(monkeypatch, 0.01)
+    lines: list[str] = []
+    network = Network("fc-30", tuple(Layer(f"fc{i}", "fc", (8,), (8,)) for i in range(30)))
+    plan_exact(network, 4, 8, progress=lines.append)
+    assert lines == []
+
+
+def test_exact_tells_the_pace_on_64_bit_integers_too(monkeypatch):
+    # 4 layers: a line for the second and the third; the pace counts from the second layer (read at 1 s)
+    _ticking(monkeypatch, 1.0)
+    lines: list[str] = []
+    plan_exact(load_network("lenet-c"), 8, 256, progress=lines.append)
+    assert lines == ["exact planner: 2 of 4 layers planned, 2 s; about 2 s left",
+                     "exact planner: 3 of 4 layers planned, 3 s; about 1 s left"]
+
+
+def test_exact_refuses_a_progress_that_is_no_function():
+    with pytest.raises(InvalidParameterError) as info:
+        plan_exact(load_network("lenet-c"), 4, 2, progress="stderr")
+    assert str(info.value) == "progress must be a function of one string or None, not str"

@@ -3,7 +3,8 @@
 Plans a layer chain on ``N = 2^H`` accelerators with every planner of
 :mod:`placement.solvers.hypar` and prints their per-level choices and their communication side
 by side (HyPar/AccPar model, :mod:`placement.costmodel.hypar`). ``--json`` prints the document
-``placement-hypar/1``; ``--out FILE`` also writes it. Exit status 0, or 2 on bad input.
+``placement-hypar/1``; ``--out FILE`` also writes it. The exact planner's progress goes to standard
+error (``--quiet``: none). Exit status 0, or 2 on bad input, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from placement.cli.options import (add_output_options, check_distinct, check_writable, json_text, path_name,
-                                  positive_int, print_json, write_text)
+                                  positive_int, print_json, progress_printer, write_text)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     source = network_file(args.network)
     check_distinct({"--out": args.out}, args.json)
     check_writable(args.out, (str(source) if source is not None else None,))
-    result = placement.hypar(args.network, accelerators=args.accelerators, batch=args.batch, types=args.types)
+    result = placement.hypar(args.network, accelerators=args.accelerators, batch=args.batch, types=args.types,
+                             progress=progress_printer(args.quiet, getattr(args, "rename", None)))
     if args.out:
         write_text(args.out, json_text(result.to_json()) + "\n")
     if args.json:

@@ -39,6 +39,8 @@ from placement.costmodel.hypar import (DP, HYPAR_TYPES, INTER, MP, MP_OUT, Commu
                                        hierarchy_levels, layer_intra_at_level, uniform_partition)
 from placement.costmodel.network import Network
 from placement.errors import InvalidParameterError, LimitExceededError
+from placement.parameters import callback
+from placement.wording import rounded_duration
 
 MAX_STATE_PAIRS = 2 ** 23
 """The exact planner refuses when ``(k^H)²`` state pairs per boundary exceed this."""
@@ -164,10 +166,43 @@ def _vector_tables(levels: int, types: tuple[str, ...]) -> _VectorTables:
     return _VectorTables(vectors, scale, weight, output, input_error, boundary)
 
 
-def plan_exact(network: Network, accelerators: int, batch: int, types: Sequence[str] = HYPAR_TYPES) -> HyparPlan:
-    """The joint optimum over all levels: a chain DP whose state is a layer's choice vector."""
+#: seconds of a run of the exact planner before its first progress line, and the least between two
+NEWS_EVERY_S = 1.0
+
+
+def _layer_news(progress: Callable[[str], None] | None, started: float, layers: int,
+                python: bool) -> Callable[[int], None] | None:
+    """A ``tell(done)`` for the exact planner's chain DP, called once ``done`` of its ``layers`` layers are
+    planned, that passes ``progress`` a line saying so: the first once :data:`NEWS_EVERY_S` has passed since
+    ``started`` (a run that ends sooner says nothing), then one a second, or one per tenth of the time so far
+    where that is longer, each with the seconds so far and the time left at the pace of the layers so far (each
+    layer after the first costs the same, ``k^H × k^H`` sums; the first's are the tables' build); ``python``: its
+    sums are Python integers, which it says. ``None`` without ``progress``."""
+    if progress is None:
+        return None
+    began = time.perf_counter()   # the first layer planned: the pace of the others counts from here
+    said = [started]
+    kind = " on Python integers" if python else ""
+
+    def tell(done: int) -> None:
+        now = time.perf_counter()
+        if now - said[0] < max(NEWS_EVERY_S, (now - started) / 10):
+            return
+        said[0] = now
+        left = (now - began) * (layers - done) / (done - 1)
+        progress(f"exact planner: {done:,} of {layers:,} layers planned{kind}, {now - started:.0f} s; "
+                 f"about {rounded_duration(left)} left")
+    return tell
+
+
+def plan_exact(network: Network, accelerators: int, batch: int, types: Sequence[str] = HYPAR_TYPES,
+               progress: Callable[[str], None] | None = None) -> HyparPlan:
+    """The joint optimum over all levels: a chain DP whose state is a layer's choice vector. ``progress``
+    hears, about once a second on a run past a second, how many layers are planned and an estimate of the
+    time left (:func:`_layer_news`)."""
     start = time.perf_counter()
     check_network(network)
+    progress = callback("progress", progress)
     types = _check_types(types)
     levels = hierarchy_levels(accelerators)
     check_batch(batch)
@@ -197,6 +232,7 @@ def plan_exact(network: Network, accelerators: int, batch: int, types: Sequence[
     best = intra(0)
     offset = 0
     back: list[np.ndarray] = []
+    tell = _layer_news(progress, start, n, dtype is object)
     for l in range(1, n):
         least = best.min()
         offset += int(least)
@@ -204,6 +240,8 @@ def plan_exact(network: Network, accelerators: int, batch: int, types: Sequence[
         arg = np.argmin(total, axis=0)                         # first minimum: smallest s
         back.append(arg)
         best = total[arg, np.arange(len(arg))] + intra(l)
+        if tell is not None and l + 1 < n:   # the last layer's news would come as the plan does
+            tell(l + 1)
     last = int(np.argmin(best))
     choice = [last]
     for arg in reversed(back):
