@@ -1059,6 +1059,9 @@ def test_uncalled_entries_leave_out_entries_whose_weights_forward_reads_and_mode
             return self.b(self.a(x))
 
     scripted = WithScripted()
-    with pytest.raises(InvalidParameterError, match="^model WithScripted cannot be exported: torch.export raised"):
+    with pytest.raises(InvalidParameterError) as error:
         import_torch(scripted, (torch.randn(2, 4),), platform=platform)
+    assert str(error.value) == ("model WithScripted cannot be exported: its module 'a' is a TorchScript module "
+                                "(torch.jit.script), which torch.export does not trace: put the nn.Module it was "
+                                "scripted from in its place")
     assert [len(m._forward_pre_hooks) for m in (scripted, scripted.b)] == [0, 0]

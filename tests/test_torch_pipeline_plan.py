@@ -2280,3 +2280,37 @@ def test_custom_autograd_functions_and_gradient_hooks_of_a_training_plan_are_war
         warnings.simplefilter("error", CustomGradientWarning)
         plan_pipeline(Adversarial(), (x,), devices="h100:2", stages=2, microbatches=2, training=False)
         plan_pipeline(Checkpointed(), (x,), devices="h100:2", stages=2, microbatches=2)
+
+
+def test_a_torchscript_module_is_refused_by_name():
+    """A scripted module takes no forward hook: planning failed with torch's RuntimeError ('register_forward_hook
+    is not supported on ScriptModules') before the export's refusal, which said 'Exporting a ScriptModule is not
+    supported' of the model and named none inside it ("'RecursiveScriptModule' object has no attribute
+    'forward'"); no hook is left behind."""
+    class WithScriptedGRU(nn.Module):
+        def __init__(self):
+            super().__init__()
+            with warnings.catch_warnings():   # torch.jit.script is deprecated, and still what users have
+                warnings.simplefilter("ignore", DeprecationWarning)
+                self.rnn = torch.jit.script(nn.GRU(8, 8))
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.head(self.rnn(x)[0])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        scripted = torch.jit.script(mlp())
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(scripted, (torch.randn(4, 8),), devices="h100:2")
+    assert (error.value.parameter, str(error.value)) == (
+        "model", "model RecursiveScriptModule cannot be exported: it is a TorchScript module (RecursiveScriptModule), "
+                 "which torch.export does not trace: give the nn.Module it was scripted or traced from")
+    model = WithScriptedGRU()
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(model, (torch.randn(4, 3, 8),), devices="h100:2")
+    assert (error.value.parameter, str(error.value)) == (
+        "model", "model WithScriptedGRU cannot be exported: its module 'rnn' is a TorchScript module "
+                 "(torch.jit.script), which torch.export does not trace: put the nn.Module it was scripted from in its "
+                 "place")
+    assert [len(m._forward_pre_hooks) + len(m._forward_hooks) for m in (model, model.head)] == [0, 0]

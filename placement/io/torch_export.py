@@ -406,9 +406,18 @@ def _untraceable(model: Any, first: str) -> str:
     it is a known case, with what to change; ``""`` otherwise. A batch normalisation in training mode with
     ``momentum=None`` keeps a cumulative average, ``1 / num_batches_tracked``, a value read from a tensor
     (data-dependent); a tensor lifted as a constant of the program is one forward made outside autograd's
-    record of the parameters (``.data``)."""
+    record of the parameters (``.data``); a TorchScript module, the model or a scripted module inside it, is no
+    Python code to trace (torch's advice, a converter to an ``ExportedProgram``, gives no module to plan)."""
     import torch
 
+    if isinstance(model, torch.jit.ScriptModule):
+        return (f"it is a TorchScript module ({type(model).__name__}), which torch.export does not trace: give the "
+                "nn.Module it was scripted or traced from")
+    scripted = next((name for name, module in model.named_modules()
+                     if isinstance(module, torch.jit.RecursiveScriptModule)), None)
+    if scripted is not None:
+        return (f"its module {scripted!r} is a TorchScript module (torch.jit.script), which torch.export does not "
+                "trace: put the nn.Module it was scripted from in its place")
     if "data-dependent" in first.lower():
         for name, module in model.named_modules():
             if (isinstance(module, torch.nn.modules.batchnorm._NormBase) and module.training

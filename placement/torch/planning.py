@@ -67,6 +67,15 @@ class CustomGradientWarning(UserWarning):
     a straight-through estimator returns, nor what a hook makes of it)."""
 
 
+def takes_hooks(module: Any) -> bool:
+    """Whether ``module`` takes forward hooks: a scripted module (``torch.jit.script``) raises torch's
+    ``RuntimeError`` instead (a traced one takes them); the checks that hook the modules see nothing of it, and
+    the export refuses it, as the model or inside it."""
+    import torch
+
+    return not isinstance(module, torch.jit.RecursiveScriptModule)
+
+
 @contextlib.contextmanager
 def custom_gradients(model: Any) -> Iterator[list[str]]:
     """While in the context, what ``model``'s forward does that ``torch.export`` does not keep of its
@@ -113,12 +122,14 @@ def custom_gradients(model: Any) -> Iterator[list[str]]:
     for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
         if tensor._backward_hooks or getattr(tensor, "_post_accumulate_grad_hooks", None):
             note(f"a gradient hook of {name!r} (the stages hold copies of it)")
-    handle = model.register_forward_hook(lambda module, args, output: read(output))   # what no operator reads
+    handle = (model.register_forward_hook(lambda module, args, output: read(output))   # what no operator reads
+              if takes_hooks(model) else None)
     try:
         with Watch():
             yield found
     finally:
-        handle.remove()
+        if handle is not None:
+            handle.remove()
 
 
 def custom_gradient_note(found: list[str]) -> str | None:
@@ -148,7 +159,8 @@ def sequence_first_reads(model: Any) -> Iterator[list[tuple[str, str, tuple[int,
             calls.append((name, type(module).__name__, tuple(int(d) for d in first.shape)))
 
     handles = [module.register_forward_pre_hook(functools.partial(hook, name), with_kwargs=True)
-               for name, module in model.named_modules() if getattr(module, "batch_first", None) is False]
+               for name, module in model.named_modules()
+               if getattr(module, "batch_first", None) is False and takes_hooks(module)]
     try:
         yield calls
     finally:
