@@ -1228,3 +1228,26 @@ def test_broadcast_operands_of_the_built_in_losses_are_views():
         graph = import_module(Regression(), (torch.randn(4, 8), torch.randn(4, 1)))
     broadcast = [op for op in graph.ops if op.target == "aten::broadcast_tensors"]
     assert [(op.kind, op.flops, op.bytes_moved) for op in broadcast] == [("view", 0.0, 0.0)]
+
+
+def test_a_node_too_large_for_every_device_is_not_blamed_on_the_peaks():
+    """A node no device's memory holds is refused as such, whatever its name: a module named 'time_embed'
+    matched the words of a time that does not fit the float range and was told to check the devices' peaks."""
+    from placement.errors import InvalidInstanceError
+    from placement.problem.instance import NodeFitsNoDeviceError
+
+    class Diffusion(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.time_embed = nn.Embedding(250_000_000, 64)
+
+        def forward(self, t):
+            return self.time_embed(t)
+
+    with torch.device("meta"):
+        model, t = Diffusion(), torch.randint(0, 10, (8,))
+    with pytest.raises(InvalidInstanceError) as error:
+        import_torch(model, (t,), platform=make_platform("v100", "epyc-7763", 4, 0))
+    assert type(error.value) is NodeFitsNoDeviceError
+    assert str(error.value) == ("node 0 ('time_embed') fits no device: needs 6.4e+10 bytes, accelerator memory is "
+                                "34359738368; no cpu devices")

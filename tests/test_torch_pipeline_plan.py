@@ -2282,6 +2282,34 @@ def test_custom_autograd_functions_and_gradient_hooks_of_a_training_plan_are_war
         plan_pipeline(Checkpointed(), (x,), devices="h100:2", stages=2, microbatches=2)
 
 
+class HugeTable(nn.Module):
+    """A 64 GB embedding table (2.5e8 rows of 64 fp32) and a small head: no V100 holds the table alone."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.head = nn.Embedding(250_000_000, 64), nn.Linear(64, 8)
+
+    def forward(self, ids):
+        return self.head(self.emb(ids))
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_a_module_no_device_holds_is_refused_naming_the_devices(training):
+    """A node larger than every device's memory is a refusal of the devices, as a model no plan fits is (it
+    was an InvalidInstanceError about 'node 0', naming no parameter)."""
+    with torch.device("meta"):
+        model, ids = HugeTable(), torch.randint(0, 10, (8,))
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(model, (ids,), devices="v100:4", training=training)
+    needs = "64000002048" if training else "6.4e+10"   # the table, in training with its output kept for the backward
+    assert (error.value.parameter, str(error.value)) == (
+        "devices", f"devices 'v100:4' cannot hold the model: no plan fits (node 0 ('emb') fits no device: needs "
+                   f"{needs} bytes, accelerator memory is 34359738368; no cpu devices)")
+    # a CPU holds it: planned, the table on the CPU
+    pp = plan_pipeline(model, (ids,), devices="v100:4,epyc-7763:1", training=training)
+    assert [s.device_type for s in pp.result.plan] == ["cpu", "accelerator"]
+
+
 def test_a_torchscript_module_is_refused_by_name():
     """A scripted module takes no forward hook: planning failed with torch's RuntimeError ('register_forward_hook
     is not supported on ScriptModules') before the export's refusal, which said 'Exporting a ScriptModule is not

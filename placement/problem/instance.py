@@ -386,6 +386,10 @@ def format_number(value: float) -> str:
     return repr(float(value))
 
 
+class NodeFitsNoDeviceError(InvalidInstanceError):
+    """A node that no device of the instance can run: too large for every memory, or supported by none."""
+
+
 def _why_no_fit(n: Node, types: tuple[DeviceType, ...]) -> str:
     """Why node ``n`` fits no device, one reason per device type, e.g. ``not supported on accelerator; no cpu devices``."""
     reasons = []
@@ -524,7 +528,7 @@ def _validate_each(problem: Instance) -> None:
             p is not None and t.count > 0 and n.memory <= t.memory for t, p in zip(types, n.times)
         ):
             named = f" ({n.name!r})" if n.name and n.name not in (str(n.id), f"node{n.id}") else ""
-            raise InvalidInstanceError(f"node {n.id}{named} fits no device: {_why_no_fit(n, types)}")
+            raise NodeFitsNoDeviceError(f"node {n.id}{named} fits no device: {_why_no_fit(n, types)}")
 
     index = {n.id: i for i, n in enumerate(problem.nodes)}
     succ: list[list[int]] = [[] for _ in problem.nodes]

@@ -738,6 +738,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.io.opgraph import gradient_values
     from placement.io.tarnawski import parse_instance
     from placement.io.torch_export import check_module, import_torch, require_torch
+    from placement.problem.instance import NodeFitsNoDeviceError
     from placement.torch.devices import parse_devices
     from placement.torch.partition import (batch_outputs, canonical_names, check_program_outputs,
                                            outputs_following_batch, partition, user_outputs)
@@ -795,6 +796,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
             raise
         raise InvalidParameterError("devices", f"{devices!r} cannot run the model's data type, which "
                                                f"{exc.detail}") from None
+    except NodeFitsNoDeviceError as exc:   # a module larger than every device's memory, whatever the stages
+        raise InvalidParameterError("devices", f"{devices!r} cannot hold the model: no plan fits ({exc})") from None
     names = canonical_names(model)
     aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
     check_program_outputs(imported.source, aliases)   # before solving: a refusal takes no search
