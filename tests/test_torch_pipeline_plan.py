@@ -2342,3 +2342,17 @@ def test_a_torchscript_module_is_refused_by_name():
                  "(torch.jit.script), which torch.export does not trace: put the nn.Module it was scripted from in its "
                  "place")
     assert [len(m._forward_pre_hooks) + len(m._forward_hooks) for m in (model, model.head)] == [0, 0]
+
+
+def test_micro_batches_too_few_for_any_plan_that_fits_are_refused_as_such():
+    """With stages left open under 1f1b, a model that fits on no plan of at most ``microbatches`` stages is refused
+    for its micro-batches, without a stage count it never asked for: it was told the micro-batches must be at least
+    the optimum's 8 stages, where 4 hold the model (128 GiB of weights and as much of gradients)."""
+    with torch.device("meta"):
+        model, x = nn.Sequential(*[nn.Linear(32768, 32768) for _ in range(32)]), torch.randn(8, 32768)
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(model, (x,), devices="h100:8", microbatches=2)
+    assert (error.value.parameter, str(error.value)) == (
+        "microbatches", "microbatches is 2, so the 1f1b schedule runs at most 2 stages, and no plan of at most 2 "
+                        "stages fits 'h100:8' (the optimal plan has 8); use more micro-batches or schedule 'gpipe'")
+    assert plan_pipeline(model, (x,), devices="h100:8", microbatches=4).num_stages == 4

@@ -870,8 +870,12 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     if schedule == "1f1b" and stages is None and result.ok and result.num_stages > microbatches:
         # torch's 1F1B (for inference too) needs a micro-batch per stage to fill the pipeline
         within = best_within_stages(problem, microbatches, objective=objective, time_limit=time_limit)
-        if within is None:
-            check_microbatches(schedule, microbatches, result.num_stages)
+        if within is None:   # none of so few stages fits: the optimum's count is more than the fewest that fit
+            limit = f"{microbatches} stage{'s' * (microbatches > 1)}"
+            raise InvalidParameterError("microbatches", f"is {microbatches}, so the 1f1b schedule runs at most "
+                                                        f"{limit}, and no plan of at most {limit} fits {devices!r} "
+                                                        f"(the optimal plan has {result.num_stages}); use more "
+                                                        "micro-batches or schedule 'gpipe'")
         result = within
     if result.ok and cpu_between_accelerators(result.to_plan()):
         most = microbatches if schedule == "1f1b" and stages is None else None   # as above
