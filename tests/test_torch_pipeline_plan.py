@@ -2356,3 +2356,24 @@ def test_micro_batches_too_few_for_any_plan_that_fits_are_refused_as_such():
         "microbatches", "microbatches is 2, so the 1f1b schedule runs at most 2 stages, and no plan of at most 2 "
                         "stages fits 'h100:8' (the optimal plan has 8); use more micro-batches or schedule 'gpipe'")
     assert plan_pipeline(model, (x,), devices="h100:8", microbatches=4).num_stages == 4
+
+
+def test_micro_batches_whose_plans_the_search_did_not_find_are_a_limit_not_a_refusal(monkeypatch):
+    """Where the searches of at most ``microbatches`` stages stop without a plan (a MILP's time limit), the call
+    says the limit stopped them, not that no plan of so few stages fits."""
+    import dataclasses
+
+    search = placement.solve
+
+    def stopped(*args, **kwargs):   # every search of a given stage count stops at its limit without a plan
+        found = search(*args, **kwargs)
+        if kwargs.get("stages") is None:
+            return found
+        return dataclasses.replace(found, status="no_solution", value=None, bound=None, gap=None, plan=(),
+                                   message="time limit reached before any plan")
+
+    monkeypatch.setattr(placement, "solve", stopped)
+    with pytest.raises(placement.LimitExceededError) as error:
+        plan_pipeline(mlp(), (torch.randn(4, 8),), devices="h100:4", microbatches=2)
+    assert (error.value.parameter, str(error.value)) == (
+        "time_limit", "no plan found within the limits: time limit reached before any plan")

@@ -663,7 +663,8 @@ def accelerators_only(problem: Any, optimum: Any, devices: str, most: int | None
 def best_within_stages(problem: Any, most: int, **options: Any) -> Any:
     """The best plan of at most ``most`` non-empty stages: the best of the optima with exactly
     ``1 … most`` stages, optimal when each of them is proven (or proven infeasible), else feasible
-    with the least of their bounds. ``None`` when no such plan was found."""
+    with the least of their bounds. Where none was found: ``None`` when each stage count is proven
+    infeasible, else the first search that stopped without a plan (a time limit)."""
     import placement
 
     found = []
@@ -674,7 +675,7 @@ def best_within_stages(problem: Any, most: int, **options: Any) -> Any:
             break
     plans = [r for r in found if r.ok]
     if not plans:
-        return None
+        return next((r for r in found if r.status != Status.INFEASIBLE), None)
     best = min(plans, key=lambda r: r.value)
     bound = min((r.bound for r in found if r.status != Status.INFEASIBLE), default=best.value)
     bound = min(bound, best.value)
@@ -870,7 +871,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     if schedule == "1f1b" and stages is None and result.ok and result.num_stages > microbatches:
         # torch's 1F1B (for inference too) needs a micro-batch per stage to fill the pipeline
         within = best_within_stages(problem, microbatches, objective=objective, time_limit=time_limit)
-        if within is None:   # none of so few stages fits: the optimum's count is more than the fewest that fit
+        if within is None:   # none of so few stages fits (proven): the optimum has more than the fewest that fit
             limit = f"{microbatches} stage{'s' * (microbatches > 1)}"
             raise InvalidParameterError("microbatches", f"is {microbatches}, so the 1f1b schedule runs at most "
                                                         f"{limit}, and no plan of at most {limit} fits {devices!r} "
