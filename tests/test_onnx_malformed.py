@@ -576,3 +576,70 @@ def test_an_input_declaring_no_type_is_named():
     assert str(err.value) == ("typeless: cannot cost node '/relu' (Relu): the shape of its input 'x' is not static "
                               "after shape inference (the model's input 'x' declares no shape; export the model with "
                               "its input shapes)")
+
+
+@pytest.mark.parametrize("nodes, inputs, outputs, inits, said", [
+    # x [4, 4] transposed by perm [0, 0] is declared [4, 4]: it was costed as a 64-byte copy
+    ([helper.make_node("Transpose", ["x"], ["y"], name="t0", perm=[0, 0])], [("x", [4, 4])], [("y", [4, 4])], [],
+     "node 't0' (Transpose): attribute perm for Transpose has repeated value: 0"),
+    # x [4, 8] times W [7, 16]: the inner dimensions differ
+    ([helper.make_node("Gemm", ["x", "W"], ["y"], name="g0")], [("x", [4, 8])], [("y", None)],
+     [weight("W", (7, 16))], "node 'g0' (Gemm): dimension mismatch in unification between 7 and 8"),
+    # an unnamed node is named as the importer names it, by its operator and position
+    ([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Concat", ["r", "v"], ["y"], axis=0)],
+     [("x", [4, 8])], [("y", None)], [weight("v", (8,))],
+     "node 'Concat_1' (Concat): all inputs to Concat must have same rank. Input 1 has rank 1 != 2"),
+])
+def test_a_node_that_onnx_inference_refuses_is_an_error(nodes, inputs, outputs, inits, said):
+    """Strict shape inference fails where a node's own inference, given the shapes of its inputs and its
+    attributes, finds it cannot run; lenient inference, which served then, let such a model be costed."""
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model(nodes, inputs, outputs, inits), "bad")
+    assert str(err.value) == f"bad: the model cannot run: ONNX shape inference refuses {said}"
+
+
+def test_lenient_inference_serves_for_a_branch_that_never_runs():
+    """A node in the branch of an If that never runs (its condition a constant false) fails strict inference
+    without making the model one that cannot run: the branch taken, a Relu of [4, 8] (32 FLOPs), is imported."""
+    never = helper.make_graph([helper.make_node("Transpose", ["x"], ["a"], name="bad", perm=[0, 0])], "then", [],
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, None)])
+    taken = helper.make_graph([helper.make_node("Relu", ["x"], ["b"], name="ok")], "else", [],
+                              [helper.make_tensor_value_info("b", TensorProto.FLOAT, None)])
+    cond = helper.make_node("Constant", [], ["c"], name="c", value=numpy_helper.from_array(np.array(False)))
+    branch = helper.make_node("If", ["c"], ["y"], name="if", then_branch=never, else_branch=taken)
+    graph = graph_from_onnx(model([cond, branch], [("x", [4, 8])], [("y", None)]), "branch")
+    assert [(op.target, op.flops) for op in graph.ops] == [("Relu", 32.0)]
+
+
+def test_a_gemm_bias_that_does_not_broadcast_to_its_output_is_an_error():
+    """Gemm of x [4, 8] and W [8, 16] writes [4, 16]; a bias of 5 elements cannot be added to it (inference does
+    not look at the bias), while [16], [1, 16], [4, 1], [4, 16] and one element can: 2 · 4 · 8 · 16 = 1,024
+    FLOPs (the product's)."""
+    def gemm(bias_shape):
+        return model([helper.make_node("Gemm", ["x", "W", "C"], ["y"], name="g0")], [("x", [4, 8])], [("y", None)],
+                     [weight("W", (8, 16)), weight("C", bias_shape)])
+
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(gemm((5,)), "bias")
+    assert str(err.value) == ("bias: the model cannot run: node 'g0' (Gemm): its bias 'C' of shape [5] does not "
+                              "broadcast to the shape [4, 16] (M × N) of its output 'y'; give a bias of shape [16], "
+                              "[1, 16], [4, 1] or [4, 16]")
+    for shape in ((16,), (1, 16), (4, 1), (4, 16), (), (1,)):
+        assert [op.flops for op in graph_from_onnx(gemm(shape), "bias").ops] == [1024.0]
+
+
+def test_an_opset_that_onnx_does_not_define_is_an_error(tmp_path, capsys):
+    """Opset 99 of the default domain: onnx read each operator at the newest opset it knows and the model was
+    costed; on the command line the error is one line."""
+    newest = onnx.defs.onnx_opset_version()
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [("x", [4, 8])], [("y", None)], opset=99)
+    said = (f"the model imports opset 99 of the default ONNX domain, which onnx {onnx.__version__} does not define "
+            f"(it defines opsets 1 to {newest}), so its operators cannot be read at it; export the model at an "
+            f"opset from 1 to {newest}")
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(m, "future")
+    assert str(err.value) == f"future: {said}"
+    path = tmp_path / "future.onnx"
+    onnx.save(m, str(path))
+    assert main(["import", str(path), "--out", str(tmp_path / "o.json")]) == 2
+    assert capsys.readouterr().err == f"error: future: {said}\n"

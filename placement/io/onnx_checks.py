@@ -119,6 +119,19 @@ def default_opset(model: Any) -> int | None:
     return next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), None)
 
 
+def check_default_opset(model: Any, name: str, onnx: Any) -> None:
+    """The model imports an opset of the default domain that onnx defines (1 to the newest it knows): at another,
+    onnx's schemas, shape inference among them, read every operator at the newest opset it knows, whose
+    inputs, attributes and shapes may not be those of the opset the model declares."""
+    newest = onnx.defs.onnx_opset_version()
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx") and not 1 <= entry.version <= newest:
+            raise InvalidInstanceError(f"{name}: the model imports opset {entry.version} of the default ONNX domain, "
+                                       f"which onnx {onnx.__version__} does not define (it defines opsets 1 to "
+                                       f"{newest}), so its operators cannot be read at it; export the model at "
+                                       f"an opset from 1 to {newest}")
+
+
 def _defined_nodes(model: Any) -> Iterator[tuple[int, Any, Any]]:
     """``(position, node, schema)`` for the nodes of the default domain whose operator ONNX defines, not
     deprecated, at the model's opset; none where the model imports no default-domain opset."""

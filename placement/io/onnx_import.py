@@ -145,8 +145,8 @@ from placement.codesign.workload import Operator
 from placement.errors import InvalidInstanceError, InvalidParameterError, SolverUnavailableError
 from placement.io import layer_gemms, operator_shapes as shapes
 from placement.io.onnx_branches import subgraphs, take_known_branches
-from placement.io.onnx_checks import (check_element_types, check_schemas, check_single_definitions, check_text,
-                                      default_opset, topological_nodes)
+from placement.io.onnx_checks import (check_default_opset, check_element_types, check_schemas,
+                                      check_single_definitions, check_text, default_opset, topological_nodes)
 from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.onnx_sequences import split_sequences
 from placement.io.onnx_shapes import SMALL, shaped_model, static_shapes, written_by
@@ -1062,6 +1062,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     check_dtype(dtype)
     model = onnx.ModelProto.FromString(model.SerializeToString())  # a copy: dims are fixed in place
     check_text(model.graph, name)
+    check_default_opset(model, name, onnx)
     check_single_definitions(model.graph, name)
     _initializers_as_inputs(model, onnx)
     for nodes in (model.graph.node, *(function.node for function in model.functions)):

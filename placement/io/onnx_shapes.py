@@ -22,10 +22,15 @@ as the file holds it.
 Inference runs in strict mode, so that a shape or element type the file declares and its
 operators contradict (a ``value_info`` of ``[4, 1000]`` for a ``MatMul`` of ``[4, 8]`` and
 ``[8, 16]``), or shapes that do not fit an operator (a ``MatMul`` of ``[4, 8]`` and ``[12, 16]``),
-are an error rather than a wrong FLOP count. Where strict inference fails for any other reason,
-lenient inference is used instead. Inference takes a ``Reshape``'s target shape as written, so
-:func:`check_element_counts` checks that the operators that rearrange a tensor keep its number
-of elements, and :func:`check_convolution_groups` that a convolution's ``group`` fits its channels. Before
+are an error rather than a wrong FLOP count; so is a node whose own operator's inference refuses it
+(:func:`_node_fault`: a ``Transpose`` whose ``perm`` repeats an axis, a ``Gemm`` whose inner dimensions
+differ). Where strict inference fails for another reason (a node inside a subgraph, whose branch may never
+run; an input whose type is missing; an error naming no node), lenient inference is used instead, as it
+is in the rounds after evaluation (below), where ``Constant`` nodes stand for the nodes evaluated.
+:func:`check_gemm_bias` checks the bias of a ``Gemm``, which inference does not read. Inference takes a
+``Reshape``'s target shape as written, so :func:`check_element_counts` checks that the operators that
+rearrange a tensor keep its number of elements, and :func:`check_convolution_groups` that a convolution's
+``group`` fits its channels. Before
 inference, :func:`check_declared_dimensions` refuses a declared negative dimension
 and :func:`check_split_parts` a ``Split`` that cannot split the declared size of its axis into its parts:
 onnx's inference gave either a negative dimension and aborted the process on some operators after it.
@@ -79,14 +84,60 @@ class InferenceAbortedError(InvalidInstanceError):
     the node it failed on and, where it can, what is wrong (:func:`_aborted`)."""
 
 
-def _infer(model: Any, name: str, onnx: Any) -> Any:
+#: a node's report in onnx's inference error: its operator, its name, the kind of error and what is wrong
+NODE_ERROR = re.compile(r"\(op_type:([^,)]*)(?:, node name: (.*?))?\): (?:\[(\w+)\] )?(.*)")
+#: what onnx says where a node's inference lacked an input's type: information missing, not contradicted
+MISSING_TYPE = "expected to have type but instead is null"
+
+
+def _node_fault(text: str) -> tuple[str, str, str] | None:
+    """``(op_type, node name, what is wrong)`` where onnx's strict inference error ``text`` is a node's own
+    inference refusing the node, given its attributes and the types and shapes it knows of its inputs: an
+    operator's inference does nothing where what it needs is not known, so such a failure means the node
+    cannot run (a ``Transpose`` whose ``perm`` repeats an axis, a ``Gemm`` whose inner dimensions differ, a
+    ``Concat`` of tensors of different ranks). ``None`` where the failure is not one (lenient inference then
+    serves): an error naming no node, a node of a subgraph (reported nested under its ``If`` or ``Loop``: a
+    branch that may never run, inferred again once the importer takes a branch it knows), or an input whose
+    type is missing (a graph input declaring none)."""
+    for line in text.splitlines():
+        found = NODE_ERROR.search(line)
+        if found is None:
+            continue
+        op_type, node, _, detail = found.groups()
+        if detail.startswith("Inference error(s)") or MISSING_TYPE in detail:
+            return None
+        return op_type, node or "", detail.strip()
+    return None
+
+
+def _refused(model: Any, lenient: Any, name: str, fault: tuple[str, str, str], onnx: Any) -> InvalidInstanceError:
+    """The error for a node whose own inference refuses it (:func:`_node_fault`), after the importer's checks of
+    the shapes ``lenient`` inference found, whose messages say more where they see what is wrong."""
+    check_split_parts(lenient.graph, name, default_opset(model), onnx)
+    check_element_counts(lenient.graph, name)
+    check_convolution_groups(lenient.graph, name)
+    check_gemm_bias(lenient.graph, name)
+    op_type, node, detail = fault
+    unnamed = [k for k, n in enumerate(model.graph.node) if n.op_type == op_type and not n.name]
+    label = node or (f"{op_type}_{unnamed[0]}" if len(unnamed) == 1 else "")
+    who = f"node {label!r} ({op_type})" if label else f"a node {op_type} without a name"
+    return InvalidInstanceError(f"{name}: the model cannot run: ONNX shape inference refuses {who}: "
+                                f"{detail[:1].lower()}{detail[1:]}")
+
+
+def _infer(model: Any, name: str, onnx: Any, refuse: bool = True) -> Any:
     """``model`` with every shape inference finds, in strict mode where it succeeds (module docstring); run in
-    a child process, whose end by a signal is an :class:`InferenceAbortedError` (:func:`_aborted`)."""
+    a child process, whose end by a signal is an :class:`InferenceAbortedError` (:func:`_aborted`). Where strict
+    inference fails as a node's own inference refuses the node (:func:`_node_fault`), the model cannot run: an
+    :class:`InvalidInstanceError` naming the node (``refuse``; else lenient inference serves, as it does where
+    strict inference fails for another reason)."""
+    fault = None
     try:
         return infer_shapes(model, onnx, strict=True)
     except InferenceAborted as exc:
         raise _aborted(model, name, onnx, exc) from None
     except Exception as exc:  # onnx raises InferenceError and others
+        fault = _node_fault(str(exc))
         lines = [line.strip() for line in str(exc).splitlines() if "differ" in line]
         if lines:
             raise InvalidInstanceError(f"{name}: a shape or element type the model declares contradicts its "
@@ -96,11 +147,14 @@ def _infer(model: Any, name: str, onnx: Any) -> Any:
             raise InvalidInstanceError(f"{name}: the model cannot run: the shapes reaching an operator do not "
                                        f"fit it: {_conflict(lines[0])}") from None
     try:
-        return infer_shapes(model, onnx, strict=False)
+        lenient = infer_shapes(model, onnx, strict=False)
     except InferenceAborted as exc:
         raise _aborted(model, name, onnx, exc) from None
     except Exception as exc:
         raise InvalidInstanceError(f"{name}: ONNX shape inference failed: {_first_line(exc)}") from None
+    if fault is not None and refuse:
+        raise _refused(model, lenient, name, fault, onnx)
+    return lenient
 
 
 def _prefix(model: Any, count: int, onnx: Any) -> Any:
@@ -226,6 +280,25 @@ def check_convolution_groups(graph: Any, name: str) -> None:
         if problem is not None:
             raise InvalidInstanceError(f"{name}: the model cannot run: node {node.name or f'{node.op_type}_{k}'!r} "
                                        f"({node.op_type}): {problem}")
+
+
+def check_gemm_bias(graph: Any, name: str) -> None:
+    """:class:`InvalidInstanceError` for a ``Gemm`` whose bias ``C`` does not broadcast to its output ``M × N``
+    (static shapes): ONNX takes ``C`` of shape ``[N]``, ``[M, N]``, or either with dimensions of 1 for the ones
+    it repeats. Shape inference gives the output ``M × N`` from ``A`` and ``B`` alone, and does not check it."""
+    shapes = static_shapes(graph)
+    for k, node in enumerate(graph.node):
+        if node.domain not in ("", "ai.onnx") or node.op_type != "Gemm" or len(node.input) < 3 or not node.output:
+            continue
+        bias, out = shapes.get(node.input[2]), shapes.get(node.output[0])
+        if bias is None or out is None or len(out) != 2:
+            continue
+        if len(bias) <= 2 and all(b in (1, o) for b, o in zip(reversed(bias), reversed(out))):
+            continue
+        raise InvalidInstanceError(f"{name}: the model cannot run: node {node.name or f'Gemm_{k}'!r} (Gemm): its bias "
+                                   f"{node.input[2]!r} of shape {list(bias)} does not broadcast to the shape "
+                                   f"{list(out)} (M × N) of its output {node.output[0]!r}; give a bias of shape "
+                                   f"[{out[1]}], [1, {out[1]}], [{out[0]}, 1] or {list(out)}")
 
 
 def check_declared_dimensions(graph: Any, name: str) -> None:
@@ -461,11 +534,12 @@ def _as_constants(graph: Any, positions: set[int], known: dict[str, Any]) -> Non
 
 
 def shapes_only(model: Any, onnx: Any) -> Any:
-    """A copy of ``model`` in which every large weight is an input of the same element type and shape:
-    inference reads only its shape, and each round of it copied the whole model, weights and all (a
-    model of 335 MB took 2.4 GB to import). A large weight is an initializer of more than :data:`SMALL`
-    floating-point elements that the graph declares nowhere else, or declares with its own type and
-    shape; integer initializers stay (inference follows the values of a table a ``Gather`` or ``Slice``
+    """A copy of ``model`` in which every large weight, and every sparse initializer, is an input of the same
+    element type and (dense) shape: onnx's inference gives a sparse initializer no tensor shape (a ``MatMul``
+    of it read it as of rank 0). Inference reads only a large weight's shape, and each round of it copied the
+    whole model, weights and all (a model of 335 MB took 2.4 GB to import). A large weight is an initializer
+    of more than :data:`SMALL` floating-point elements that the graph declares nowhere else, or declares with
+    its own type and shape; integer initializers stay (inference follows the values of a table a ``Gather`` or ``Slice``
     reads a shape from), and so do those declared otherwise (inference checks the declaration). The
     copy is made field by field, the weights' data never copied."""
     graph = model.graph
@@ -482,7 +556,7 @@ def shapes_only(model: Any, onnx: Any) -> Any:
                 and [d.dim_value if d.HasField("dim_value") else None for d in kind.shape.dim] == list(init.dims))
 
     large = [init for init in graph.initializer if weight(init)]
-    if not large:
+    if not large and not graph.sparse_initializer:
         return model
     light = onnx.ModelProto()
     _copy_fields(light, model, skip="graph")
@@ -493,6 +567,11 @@ def shapes_only(model: Any, onnx: Any) -> Any:
     for init in large:
         value = declared.get(init.name) or light.graph.input.add()
         value.CopyFrom(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    del light.graph.sparse_initializer[:]
+    for sparse in graph.sparse_initializer:
+        value = declared.get(sparse.values.name) or light.graph.input.add()
+        value.CopyFrom(onnx.helper.make_tensor_value_info(sparse.values.name, sparse.values.data_type,
+                                                          list(sparse.dims)))
     return light
 
 
@@ -556,7 +635,7 @@ def shaped_model(model: Any, name: str, onnx: Any) -> tuple[Any, dict[str, Any]]
             break
         _as_constants(shaped.graph, found, known)
         try:
-            shaped = _infer(shaped, name, onnx)
+            shaped = _infer(shaped, name, onnx, refuse=False)
         except InferenceAbortedError:
             raise
         except InvalidInstanceError:
@@ -564,4 +643,5 @@ def shaped_model(model: Any, name: str, onnx: Any) -> tuple[Any, dict[str, Any]]
     check_split_parts(shaped.graph, name, default_opset(model), onnx)
     check_element_counts(shaped.graph, name)
     check_convolution_groups(shaped.graph, name)
+    check_gemm_bias(shaped.graph, name)
     return shaped, known
