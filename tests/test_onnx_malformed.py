@@ -635,7 +635,7 @@ def test_an_opset_that_onnx_does_not_define_is_an_error(tmp_path, capsys):
     m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [("x", [4, 8])], [("y", None)], opset=99)
     said = (f"the model imports opset 99 of the default ONNX domain, which onnx {onnx.__version__} does not define "
             f"(it defines opsets 1 to {newest}), so its operators cannot be read at it; export the model at an "
-            f"opset from 1 to {newest}")
+            f"opset from 1 to {newest}, or install an onnx that defines opset 99")
     with pytest.raises(InvalidInstanceError) as err:
         graph_from_onnx(m, "future")
     assert str(err.value) == f"future: {said}"

@@ -129,7 +129,8 @@ def check_default_opset(model: Any, name: str, onnx: Any) -> None:
             raise InvalidInstanceError(f"{name}: the model imports opset {entry.version} of the default ONNX domain, "
                                        f"which onnx {onnx.__version__} does not define (it defines opsets 1 to "
                                        f"{newest}), so its operators cannot be read at it; export the model at "
-                                       f"an opset from 1 to {newest}")
+                                       f"an opset from 1 to {newest}, or install an onnx that defines opset "
+                                       f"{entry.version}")
 
 
 def _defined_nodes(model: Any) -> Iterator[tuple[int, Any, Any]]:

@@ -539,8 +539,8 @@ def shapes_only(model: Any, onnx: Any) -> Any:
     of it read it as of rank 0). Inference reads only a large weight's shape, and each round of it copied the
     whole model, weights and all (a model of 335 MB took 2.4 GB to import). A large weight is an initializer
     of more than :data:`SMALL` floating-point elements that the graph declares nowhere else, or declares with
-    its own type and shape; integer initializers stay (inference follows the values of a table a ``Gather`` or ``Slice``
-    reads a shape from), and so do those declared otherwise (inference checks the declaration). The
+    its own type and shape; integer initializers stay (inference follows the values of a table a ``Gather``
+    or ``Slice`` reads a shape from), and so do those declared otherwise (inference checks the declaration). The
     copy is made field by field, the weights' data never copied."""
     graph = model.graph
     declared = {value.name: value for value in (*graph.input, *graph.value_info, *graph.output)}
