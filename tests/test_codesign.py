@@ -684,12 +684,47 @@ def test_a_baseline_on_chips_whose_memory_holds_no_plan_is_infeasible_as_the_exa
     result = placement.codesign(model, chips=1, power=500, grid=CHAIN_GRID, baseline=baseline)
     exact = placement.codesign(model, chips=1, power=500, grid=CHAIN_GRID)
     assert exact.status == "infeasible" and exact.message == (
-        "no pipeline of at most 1 chip of the designs within the budgets holds the model (each chip holds its "
-        "stages' memory in its DRAM)")
+        "the colour class of nodes 0 and 1 needs 19327352832 bytes on one chip, more than its 17,179,869,184 "
+        "bytes of DRAM: no number of chips holds the model")
     assert (result.status, result.method, result.message, result.plan) == ("infeasible", baseline, exact.message,
                                                                            None)
     with pytest.raises(InvalidParameterError, match="^model has no placement on 1 chip of "):
         baselines.wham(model, 1, 606.68, 500, grid=CHAIN_GRID)
+
+
+@pytest.mark.parametrize("method", [{}, {"exhaustive": True}, {"homogeneous": True}, {"baseline": "wham"},
+                                    {"objective": "perf-per-watt"}])
+def test_a_colour_class_larger_than_a_chip_is_named_as_what_no_chip_count_holds(method):
+    """Forward and backward of 9 GiB each share a class, so one chip of 16 GiB: on 4 chips the answer said
+    "no pipeline of at most 4 chips", as if more chips would hold the model, which no number of them does."""
+    model = json.loads(json.dumps(CHAIN))
+    for node in model["nodes"]:
+        node.update(size=9 * 2**30, colorClass=0)
+    model["nodes"].append({"id": 2, "supportedOnFpga": True, "cpuLatency": 0, "fpgaLatency": 0, "size": 1,
+                           "operators": [{"kind": "vector", "op": "add", "elements": 1000}]})
+    model["edges"].append({"sourceId": 1, "destId": 2, "cost": 0.001})
+    result = placement.codesign(model, chips=4, power=500, grid=CHAIN_GRID, **method)
+    assert (result.status, result.plan) == ("infeasible", None)
+    assert result.message == ("the colour class of nodes 0 and 1 needs 19327352832 bytes on one chip, more than "
+                              "its 17,179,869,184 bytes of DRAM: no number of chips holds the model")
+
+
+def test_nodes_larger_than_every_chip_s_memory_together_are_named_with_the_chips_they_need():
+    """Three nodes of 9 GiB need 27 GiB: more than the DRAM of 1 chip (16 GiB); on 2 chips (32 GiB) they still
+    need a chip each, which only the search finds."""
+    model = json.loads(json.dumps(CHAIN))
+    model["nodes"].append({"id": 2, "supportedOnFpga": True, "cpuLatency": 0, "fpgaLatency": 0,
+                           "operators": [{"kind": "vector", "op": "add", "elements": 1000}]})
+    model["edges"].append({"sourceId": 1, "destId": 2, "cost": 0.001})
+    for node in model["nodes"]:
+        node.update(size=9 * 2**30)
+    one = placement.codesign(model, chips=1, power=500, grid=CHAIN_GRID)
+    assert one.message == ("the nodes need 28991029248 bytes, more than the 17,179,869,184 bytes of DRAM of 1 "
+                           "chip: a pipeline of at least 2 chips is needed to hold the model")
+    two = placement.codesign(model, chips=2, power=500, grid=CHAIN_GRID, baseline="random")
+    assert two.message == ("no pipeline of at most 2 chips of the designs within the budgets holds the model (each "
+                           "chip holds its stages' memory in its DRAM)")
+    assert placement.codesign(model, chips=3, power=500, grid=CHAIN_GRID).status == "optimal"
 
 
 def test_an_infeasible_result_measures_nothing():

@@ -3,6 +3,7 @@ designs, the objective, and the re-check of the plan by the independent evaluato
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -10,10 +11,11 @@ from dataclasses import dataclass
 from placement.codesign.pipeline import design_instance, stage_designs
 from placement.codesign.result import CodesignResult
 from placement.codesign.space import Candidates
-from placement.codesign.template import Design
+from placement.codesign.template import DRAM_BYTES, Design
 from placement.codesign.workload import Workload
 from placement.plan import Plan
 from placement.problem.instance import format_number
+from placement.problem.memory_fit import fits
 from placement.verification.evaluate import evaluate
 from placement.wording import counted
 
@@ -63,9 +65,7 @@ def finish(workload: Workload, space: Candidates, best: Best | None, chips: int,
     if best is None:
         return CodesignResult("infeasible", value=0.0, time_per_input_ms=float("inf"), power_w=0.0, designs=(),
                               plan=None, runtime_s=time.perf_counter() - start,
-                              message=f"no pipeline of at most {counted(chips, 'chip')} of the designs within the "
-                                      "budgets holds the model (each chip holds its stages' memory in its DRAM)",
-                              **common)
+                              message=no_plan_message(workload, chips), **common)
     designs = stage_designs(best.plan, best.designs)
     power = float(sum(d.tdp_w for d in designs))
     checked, violations = verified_time(workload, space, best.plan, designs)
@@ -81,6 +81,30 @@ def finish(workload: Workload, space: Candidates, best: Best | None, chips: int,
     return CodesignResult(status, value=objective_value(objective, best.time_ms, power),
                           time_per_input_ms=best.time_ms, power_w=power, designs=designs, plan=best.plan,
                           runtime_s=time.perf_counter() - start, **common)
+
+
+def no_plan_message(workload: Workload, chips: int) -> str:
+    """Why no pipeline of at most ``chips`` chips holds the model, where a design within the budgets exists: a
+    colour class (one chip) whose nodes need more than a chip's DRAM, so that no number of chips holds it; all
+    the nodes needing more than ``chips`` chips' DRAM; or, where neither bound shows it, the search's answer."""
+    nodes = workload.instance.nodes
+    for members in workload.instance.colour_classes():
+        sizes = [nodes[v].memory for v in members]
+        if len(members) > 1 and not fits(sizes, DRAM_BYTES):
+            ids = [str(nodes[v].id) for v in members]
+            named = " and ".join(ids) if len(ids) <= 3 else f"{', '.join(ids[:3])} and {len(ids) - 3:,} more"
+            return (f"the colour class of nodes {named} needs {format_number(math.fsum(sizes))} bytes on one chip, "
+                    f"more than its {DRAM_BYTES:,} bytes of DRAM: no number of chips holds the model")
+    sizes = [node.memory for node in nodes]
+    if not fits(sizes, chips * DRAM_BYTES):
+        least = max(chips + 1, math.ceil(math.fsum(sizes) / DRAM_BYTES))
+        while not fits(sizes, least * DRAM_BYTES):
+            least += 1
+        return (f"the nodes need {format_number(math.fsum(sizes))} bytes, more than the {chips * DRAM_BYTES:,} bytes "
+                f"of DRAM of {counted(chips, 'chip')}: a pipeline of at least {least:,} chips is needed to hold the "
+                "model")
+    return (f"no pipeline of at most {counted(chips, 'chip')} of the designs within the budgets holds the model "
+            "(each chip holds its stages' memory in its DRAM)")
 
 
 def infeasible(workload: Workload, space: Candidates, chips: int, homogeneous: bool, objective: str, method: str,
