@@ -763,6 +763,24 @@ def test_cli_text_of_a_baseline_counts_combinations_not_designs(capsys, baseline
     assert last.startswith("designs: 16 in the grid, 12 evaluated, 4 pruned (4 dominated); 2 DP runs; ")
 
 
+@pytest.mark.parametrize("baseline", ["wham", "random", "fixed"])
+def test_cli_text_of_a_baseline_whose_chips_hold_no_plan(tmp_path, capsys, baseline):
+    """A baseline's designs within the budgets, none of whose pipelines holds the model: its text counted
+    "16 in the grid, 0 evaluated, 0 pruned" (counts of the exact method's that do not add up), and the header
+    wrote a large chip count without its thousands separated."""
+    model = json.loads(json.dumps(CHAIN))
+    for node in model["nodes"]:
+        node.update(size=9 * 2**30, colorClass=0)
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(model))
+    assert main(["codesign", str(path), "--chips", "1000", "--power", "300", "--grid", TINY,
+                 "--baseline", baseline]) == 1
+    lines = capsys.readouterr().out.strip().splitlines()
+    homogeneous = "homogeneous" if baseline == "fixed" else "a design per stage"
+    assert lines[0] == f"status: infeasible ({baseline}, throughput, {homogeneous}, at most 1,000 chips)"
+    assert lines[-1].startswith("designs: 16 in the grid; 0 design combinations placed; ")
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--chips", "2", "--power", "130", "--grid", TINY, "--exhaustive", "--max-combinations", "10", "--chips", "3"],
      "error: the exhaustive check would run the DP on 285 design combinations (10 designs within the budgets, "

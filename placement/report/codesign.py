@@ -10,8 +10,7 @@ def format_codesign(result) -> str:
     """The status and objective, the design of every stage with its nodes, and the search's counts."""
     unit = "batches/s/W" if result.objective == "perf-per-watt" else "batches/s"
     lines = [f"status: {result.status} ({result.method}, {result.objective}, "
-             f"{'homogeneous' if result.homogeneous else 'a design per stage'}, at most {result.chips} "
-             f"chip{'s' if result.chips != 1 else ''})"]
+             f"{'homogeneous' if result.homogeneous else 'a design per stage'}, at most {counted(result.chips, 'chip')})"]
     if result.message:
         lines.append(result.message)
     if result.plan is not None:
@@ -22,7 +21,8 @@ def format_codesign(result) -> str:
         for s, (design, dev) in enumerate(zip(result.designs, stages)):
             rows.append([str(s), design.label, cell(design.area_mm2), cell(design.tdp_w), str(len(dev.nodes))])
         lines.extend(format_table(rows, left=(1,)))
-    if result.method in ("exact", "exhaustive") or result.status == "infeasible":
+    # a baseline's counts are the exact method's where no design is within the budgets (all pruned by area or power)
+    if result.method in ("exact", "exhaustive") or result.pruned_by:
         pruned = ", ".join(f"{n:,} {why}" for why, n in result.pruned_by.items() if n)
         lines.append(f"designs: {result.grid_designs:,} in the grid, {result.evaluated:,} evaluated, "
                      f"{result.pruned:,} pruned{' (' + pruned + ')' if pruned else ''}; "
