@@ -413,7 +413,13 @@ def test_per_watt_a_design_per_stage_on_the_default_grid():
 def test_infeasible_budget():
     result = placement.codesign(MODEL, chips=2, power=50, grid=TINY)
     assert result.status == "infeasible" and result.plan is None and result.value == 0
-    assert result.message == "no design of the grid fits 606.68 mm² and 50 W (0 over the area, 16 more over the power)"
+    # with the design that needs the least raise of the power budget (it named only the budgets)
+    assert result.message == ("no design of the grid fits 606.68 mm² and 50 W (0 over the area, 16 more over the "
+                              "power); of the designs within 606.68 mm², tc1x64x128-vc1x128-buf8 draws the least: "
+                              "83.8388671875 W")
+    result = placement.codesign(MODEL, chips=2, area=150, power=50, grid=TINY, baseline="random")
+    assert result.message == ("no design of the grid fits 150 mm² and 50 W (16 over the area, 0 more over the power); "
+                              "the smallest design, tc1x64x128-vc1x128-buf8, takes 165.408 mm² and 83.8388671875 W")
     # a budget a hair below the least TDP of the grid (83.8388671875 W) is shown as given, not as 83.8389
     result = placement.codesign(MODEL, chips=2, area=606.68, power=83.83886, grid=TINY)
     assert result.message.startswith("no design of the grid fits 606.68 mm² and 83.83886 W (")

@@ -117,4 +117,18 @@ def infeasible(workload: Workload, space: Candidates, chips: int, homogeneous: b
         grid_designs=space.grid_designs, chips=chips, homogeneous=homogeneous, method=method,
         runtime_s=time.perf_counter() - start, shapeless_nodes=workload.shapeless_nodes,
         message=f"no design of the grid fits {format_number(area_mm2)} mm² and {format_number(power_w)} W "
-                f"({space.over_area} over the area, {space.over_power} more over the power)")
+                f"({space.over_area} over the area, {space.over_power} more over the power)"
+                f"{_nearest_text(space, area_mm2)}")
+
+
+def _nearest_text(space: Candidates, area_mm2: float) -> str:
+    """The design that needs the least raise of a budget (:attr:`.space.Candidates.nearest`), as the end of the
+    message of :func:`infeasible`."""
+    d = space.nearest
+    if d is None:
+        return ""
+    if d.area_mm2 <= area_mm2:
+        return (f"; of the designs within {format_number(area_mm2)} mm², {d.label} draws the least: "
+                f"{format_number(d.tdp_w)} W")
+    return (f"; the smallest design, {d.label}, takes {format_number(d.area_mm2)} mm² and "
+            f"{format_number(d.tdp_w)} W")

@@ -35,6 +35,8 @@ class Candidates:
     grid_designs: int
     over_area: int
     over_power: int
+    #: where no design is within the budgets: the one that needs the least raise of them (:func:`candidates`)
+    nearest: Design | None = None
 
     @property
     def area(self) -> np.ndarray:
@@ -58,7 +60,16 @@ def candidates(workload: Workload, grid: Grid, area_mm2: float, power_w: float) 
     chosen = tuple(d for d, ok in zip(designs, within) if ok)
     times = node_times_ms(workload, chosen) if chosen else np.zeros((0, len(workload.operators)))
     return Candidates(chosen, times, tdp[within], len(designs), int((~fits_area).sum()),
-                      int((fits_area & ~within).sum()))
+                      int((fits_area & ~within).sum()), None if chosen else _nearest(designs, fits_area))
+
+
+def _nearest(designs: list[Design], fits_area: np.ndarray) -> Design:
+    """Of designs none of which is within both budgets, the one that needs the least raise of one budget: of
+    least TDP among those within the area, or, where none is, of least area (then TDP)."""
+    within_area = [d for d, ok in zip(designs, fits_area) if ok]
+    if within_area:
+        return min(within_area, key=lambda d: (d.tdp_w, d.area_mm2))
+    return min(designs, key=lambda d: (d.area_mm2, d.tdp_w))
 
 
 def undominated(c: Candidates, by_cost: bool = True) -> list[int]:

@@ -10,7 +10,8 @@ def format_codesign(result) -> str:
     """The status and objective, the design of every stage with its nodes, and the search's counts."""
     unit = "batches/s/W" if result.objective == "perf-per-watt" else "batches/s"
     lines = [f"status: {result.status} ({result.method}, {result.objective}, "
-             f"{'homogeneous' if result.homogeneous else 'a design per stage'}, at most {counted(result.chips, 'chip')})"]
+             f"{'homogeneous' if result.homogeneous else 'a design per stage'}, "
+             f"at most {counted(result.chips, 'chip')})"]
     if result.message:
         lines.append(result.message)
     if result.plan is not None:
