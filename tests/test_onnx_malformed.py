@@ -643,3 +643,14 @@ def test_an_opset_that_onnx_does_not_define_is_an_error(tmp_path, capsys):
     onnx.save(m, str(path))
     assert main(["import", str(path), "--out", str(tmp_path / "o.json")]) == 2
     assert capsys.readouterr().err == f"error: future: {said}\n"
+
+
+def test_an_opset_below_the_first_is_refused_without_a_newer_onnx_to_install():
+    """Opset 0 of the default domain: no onnx defines it, so the refusal offers no onnx to install."""
+    newest = onnx.defs.onnx_opset_version()
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [("x", [4, 8])], [("y", None)], opset=0)
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(m, "past")
+    assert str(err.value) == (f"past: the model imports opset 0 of the default ONNX domain, which onnx "
+                              f"{onnx.__version__} does not define (it defines opsets 1 to {newest}), so its operators "
+                              f"cannot be read at it; export the model at an opset from 1 to {newest}")

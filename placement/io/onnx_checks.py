@@ -122,15 +122,16 @@ def default_opset(model: Any) -> int | None:
 def check_default_opset(model: Any, name: str, onnx: Any) -> None:
     """The model imports an opset of the default domain that onnx defines (1 to the newest it knows): at another,
     onnx's schemas, shape inference among them, read every operator at the newest opset it knows, whose
-    inputs, attributes and shapes may not be those of the opset the model declares."""
+    inputs, attributes and shapes may not be those of the opset the model declares. An opset above the newest
+    may be one a newer onnx defines; none defines one below 1."""
     newest = onnx.defs.onnx_opset_version()
     for entry in model.opset_import:
         if entry.domain in ("", "ai.onnx") and not 1 <= entry.version <= newest:
+            newer = f", or install an onnx that defines opset {entry.version}" if entry.version > newest else ""
             raise InvalidInstanceError(f"{name}: the model imports opset {entry.version} of the default ONNX domain, "
                                        f"which onnx {onnx.__version__} does not define (it defines opsets 1 to "
                                        f"{newest}), so its operators cannot be read at it; export the model at "
-                                       f"an opset from 1 to {newest}, or install an onnx that defines opset "
-                                       f"{entry.version}")
+                                       f"an opset from 1 to {newest}{newer}")
 
 
 def _defined_nodes(model: Any) -> Iterator[tuple[int, Any, Any]]:
