@@ -271,6 +271,13 @@ def memory_binds(problem: Instance, types: Sequence[int]) -> list[bool]:
     return which_bind([v.memory for v in problem.nodes], [problem.device_types[t].memory for t in types])
 
 
+def counted_sizes(sizes: Sequence[float], runs: Sequence[Sequence[bool]], binds: Sequence[bool]) -> list[float]:
+    """``sizes`` as the memory rows count them: a group that no device with a binding bound runs (``runs[g][k]``:
+    whether the ``k``-th device type or device of ``binds`` runs group ``g``) never counts against a bound, so its
+    size (a CPU-only node's 1e16 bytes) is 0, where it would leave the others no exact unit (as in the DP's sums)."""
+    return [size if any(b and r for b, r in zip(binds, row)) else 0.0 for size, row in zip(sizes, runs)]
+
+
 def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, max_product: float,
             stages: int | None = None, by_direction: bool = True, upper: float | None = None) -> GroupData:
     """The data of the groups ``groups`` (node positions), scaled for an integer backend if ``integer``;
@@ -336,10 +343,7 @@ def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, m
 
     values, widest = spread()
     binds = memory_binds(problem, types)
-    # a group that no type with a binding bound runs never counts against a bound: its size (a CPU-only
-    # node's 1e16 bytes) is left out, where it would leave the others no exact unit (as in the DP's sums)
-    m_raw = [size if any(b and rf[k] is not None for k, b in enumerate(binds)) else 0.0
-             for size, rf in zip(m_raw, pf_raw)]
+    m_raw = counted_sizes(m_raw, [[q is not None for q in rf] for rf in pf_raw], binds)
     memory = scale_memory(m_raw, [problem.device_types[t].memory for t in types], integer, binds)
 
     cap: float | None = None

@@ -30,8 +30,8 @@ from typing import Callable
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
 from placement.problem.memory_fit import decimal_sum
-from placement.solvers.milp.data import (CostNode, Scaling, choose_scale, float_scaling, float_time, memory_binds,
-                                         scale_memory)
+from placement.solvers.milp.data import (CostNode, Scaling, choose_scale, counted_sizes, float_scaling, float_time,
+                                         memory_binds, scale_memory)
 
 
 @dataclass(frozen=True)
@@ -132,11 +132,9 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float,
     check_time()
     bounded = list(acc) + list(cpus)
     binds = memory_binds(problem, bounded)
-    # a class that no device with a binding bound runs never counts against a bound: its size (a CPU-only
-    # node's 1e16 bytes) is left out, where it would leave the others no exact unit (as in the DP's sums)
     runs = [[all(nodes[i].times[t] is not None for i in members) for t in bounded] for members in classes]
-    memory = scale_memory([decimal_sum(nodes[i].memory for i in members) if any(b and r for b, r in zip(binds, row))
-                           else 0.0 for members, row in zip(classes, runs)],
+    memory = scale_memory(counted_sizes([decimal_sum(nodes[i].memory for i in members) for members in classes],
+                                        runs, binds),
                           [types[t].memory for t in bounded], integer, binds)
     return LatencyData(classes, group, acc, rank,
                        [[None if q is None else t_model(q) for q in row] for row in p_acc_raw],
