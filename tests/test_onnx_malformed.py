@@ -654,3 +654,14 @@ def test_an_opset_below_the_first_is_refused_without_a_newer_onnx_to_install():
     assert str(err.value) == (f"past: the model imports opset 0 of the default ONNX domain, which onnx "
                               f"{onnx.__version__} does not define (it defines opsets 1 to {newest}), so its operators "
                               f"cannot be read at it; export the model at an opset from 1 to {newest}")
+
+
+def test_a_refused_node_whose_name_holds_a_parenthesis_and_colon_is_named_whole():
+    """onnx writes a node as ``(op_type:Transpose, node name: NAME): reason``; a NAME holding ``): `` is the
+    graph's own, not cut at its first ``): `` (which named a node 'a, b' and gave 'c): [TypeInferenceError]' as
+    the reason)."""
+    nodes = [helper.make_node("Transpose", ["x"], ["y"], name="a, b): c", perm=[0, 0])]
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model(nodes, [("x", [4, 4])], [("y", [4, 4])]), "bad")
+    assert str(err.value) == ("bad: the model cannot run: ONNX shape inference refuses node 'a, b): c' (Transpose): "
+                              "attribute perm for Transpose has repeated value: 0")

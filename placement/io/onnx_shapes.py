@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Collection
 
 from placement.errors import InvalidInstanceError
 from placement.io.onnx_checks import default_opset
@@ -90,7 +90,7 @@ NODE_ERROR = re.compile(r"\(op_type:([^,)]*)(?:, node name: (.*?))?\): (?:\[(\w+
 MISSING_TYPE = "expected to have type but instead is null"
 
 
-def _node_fault(text: str) -> tuple[str, str, str] | None:
+def _node_fault(text: str, names: Collection[str] = ()) -> tuple[str, str, str] | None:
     """``(op_type, node name, what is wrong)`` where onnx's strict inference error ``text`` is a node's own
     inference refusing the node, given its attributes and the types and shapes it knows of its inputs: an
     operator's inference does nothing where what it needs is not known, so such a failure means the node
@@ -98,12 +98,17 @@ def _node_fault(text: str) -> tuple[str, str, str] | None:
     ``Concat`` of tensors of different ranks). ``None`` where the failure is not one (lenient inference then
     serves): an error naming no node, a node of a subgraph (reported nested under its ``If`` or ``Loop``: a
     branch that may never run, inferred again once the importer takes a branch it knows), or an input whose
-    type is missing (a graph input declaring none)."""
+    type is missing (a graph input declaring none). A node's name may hold ``): `` itself: it is the longest of
+    ``names`` (the graph's) that the line gives whole, where one is."""
     for line in text.splitlines():
         found = NODE_ERROR.search(line)
         if found is None:
             continue
         op_type, node, _, detail = found.groups()
+        if node:
+            after = line[found.start(2):]
+            whole = max((name for name in names if after.startswith(f"{name}): ")), key=len, default=node)
+            node, detail = whole, re.sub(r"^\[\w+\] ", "", after[len(whole) + len("): "):])
         if detail.startswith("Inference error(s)") or MISSING_TYPE in detail:
             return None
         return op_type, node or "", detail.strip()
@@ -137,7 +142,7 @@ def _infer(model: Any, name: str, onnx: Any, refuse: bool = True) -> Any:
     except InferenceAborted as exc:
         raise _aborted(model, name, onnx, exc) from None
     except Exception as exc:  # onnx raises InferenceError and others
-        fault = _node_fault(str(exc))
+        fault = _node_fault(str(exc), {node.name for node in model.graph.node})
         lines = [line.strip() for line in str(exc).splitlines() if "differ" in line]
         if lines:
             raise InvalidInstanceError(f"{name}: a shape or element type the model declares contradicts its "
