@@ -665,3 +665,15 @@ def test_a_refused_node_whose_name_holds_a_parenthesis_and_colon_is_named_whole(
         graph_from_onnx(model(nodes, [("x", [4, 4])], [("y", [4, 4])]), "bad")
     assert str(err.value) == ("bad: the model cannot run: ONNX shape inference refuses node 'a, b): c' (Transpose): "
                               "attribute perm for Transpose has repeated value: 0")
+
+
+def test_an_input_declaring_an_undefined_element_type_is_named_not_blamed_on_its_reader():
+    """An input of element type 0 (UNDEFINED) leaves the Relu reading it without one: information missing, which
+    strict inference reports of the Relu ('element type of input 0 unknown'); the error names the input."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.UNDEFINED, [4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "untyped")
+    assert str(err.value) == ("untyped: tensor 'x' has element type 0, which is no ONNX element type this onnx "
+                              "version knows")

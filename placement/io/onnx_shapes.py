@@ -86,8 +86,9 @@ class InferenceAbortedError(InvalidInstanceError):
 
 #: a node's report in onnx's inference error: its operator, its name, the kind of error and what is wrong
 NODE_ERROR = re.compile(r"\(op_type:([^,)]*)(?:, node name: (.*?))?\): (?:\[(\w+)\] )?(.*)")
-#: what onnx says where a node's inference lacked an input's type: information missing, not contradicted
-MISSING_TYPE = "expected to have type but instead is null"
+#: what onnx says where a node's inference lacked an input's type, or its element type (an input declaring
+#: element type 0, UNDEFINED): information missing, not contradicted
+MISSING_TYPE = re.compile(r"expected to have type but instead is null|Element type of input \d+ unknown")
 
 
 def _node_fault(text: str, names: Collection[str] = ()) -> tuple[str, str, str] | None:
@@ -98,8 +99,8 @@ def _node_fault(text: str, names: Collection[str] = ()) -> tuple[str, str, str] 
     ``Concat`` of tensors of different ranks). ``None`` where the failure is not one (lenient inference then
     serves): an error naming no node, a node of a subgraph (reported nested under its ``If`` or ``Loop``: a
     branch that may never run, inferred again once the importer takes a branch it knows), or an input whose
-    type is missing (a graph input declaring none). A node's name may hold ``): `` itself: it is the longest of
-    ``names`` (the graph's) that the line gives whole, where one is."""
+    type or element type is missing (a graph input declaring none). A node's name may hold ``): `` itself: it
+    is the longest of ``names`` (the graph's) that the line gives whole, where one is."""
     for line in text.splitlines():
         found = NODE_ERROR.search(line)
         if found is None:
@@ -109,7 +110,7 @@ def _node_fault(text: str, names: Collection[str] = ()) -> tuple[str, str, str] 
             after = line[found.start(2):]
             whole = max((name for name in names if after.startswith(f"{name}): ")), key=len, default=node)
             node, detail = whole, re.sub(r"^\[\w+\] ", "", after[len(whole) + len("): "):])
-        if detail.startswith("Inference error(s)") or MISSING_TYPE in detail:
+        if detail.startswith("Inference error(s)") or MISSING_TYPE.search(detail):
             return None
         return op_type, node or "", detail.strip()
     return None
