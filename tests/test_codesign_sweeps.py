@@ -795,6 +795,19 @@ class _Terminal(io.StringIO):
         return True
 
 
+def test_the_progress_bar_estimates_the_rest_in_the_words_of_every_progress_line(monkeypatch):
+    """A sweep of hours said 'about 8000 s left'; the estimate is rounded as the other progress lines round
+    theirs: one configuration of three in 4,000 s leaves two, about 8,000 s, 2.2 h."""
+    from placement.codesign import sweep
+
+    clock = iter([0.0, 4000.0, 4000.0])
+    monkeypatch.setattr(sweep.time, "perf_counter", lambda: next(clock))
+    log = io.StringIO()
+    bar = sweep.ProgressBar(3, stream=log)
+    bar.update()
+    assert log.getvalue().split("\n")[1] == "[" + "#" * 10 + "." * 20 + "] 1/3 configurations, 4000 s, about 2.2 h left"
+
+
 def test_the_progress_bar_redraws_only_on_a_terminal():
     """A log file got every state of the bar joined by carriage returns on one line; there, each is a line."""
     from placement.codesign.sweep import ProgressBar

@@ -55,6 +55,7 @@ from placement.errors import (InvalidInstanceError, InvalidParameterError, Place
 from placement.jsonfile import json_value_text, load_json, not_utf8, read_bytes, strict_json
 from placement.problem.instance import is_flag
 from placement import parameters
+from placement.wording import rounded_duration
 
 #: the keys of a configuration, in the order records show them
 CONFIG_KEYS = ("model", "chips", "area_mm2", "power_w", "grid", "objective", "homogeneous")
@@ -311,7 +312,7 @@ class ProgressBar:
         filled = int(round(self.WIDTH * share))
         elapsed = time.perf_counter() - self.start
         rest = elapsed / self.new * (self.total - self.done) if self.new else math.nan
-        eta = f", about {rest:.0f} s left" if math.isfinite(rest) and self.done < self.total else ""
+        eta = f", about {rounded_duration(rest)} left" if math.isfinite(rest) and self.done < self.total else ""
         line = f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {self.done}/{self.total} configurations, " \
                f"{elapsed:.0f} s{eta}"
         self.stream.write(f"\r{line}   " if self.in_place else f"{line}\n")
