@@ -57,6 +57,40 @@ def test_zero_bubble_schedules_match_the_paper_on_uniform_stages(stages, extra):
     assert max(s.peak_memory for s in h1.stages) == max(s.peak_memory for s in flush.stages) == 1.0 + 8.0 * stages
 
 
+
+@pytest.mark.parametrize("stages", [2, 3, 4, 5])
+def test_zb_h2_idles_with_fewer_microbatches_than_its_warm_up(stages):
+    # S <= m < 2S - 1: stage i wants 2(S - i) - 1 forwards before its first backward but has only m, so
+    # it idles 2(S - i) - 1 - m within its span where that is positive (S = 4, m = 4: 3, 1, 0, 0);
+    # both zero-bubble schedules still end at 3m + S - 1 and ZB-H1 still idles S - 1 - i
+    problem, plan = uniform_pipeline(stages, 1.0, 2.0)
+    for m in range(stages, 2 * stages - 1):
+        h1 = simulate(problem, plan, "zb-h1", m, w_fraction=0.5)
+        h2 = simulate(problem, plan, "zb-h2", m, w_fraction=0.5)
+        assert [idle_within_span(h1, i) for i in range(stages)] == [1.0 * (stages - 1 - i) for i in range(stages)]
+        assert [idle_within_span(h2, i) for i in range(stages)] == [
+            float(max(0, 2 * (stages - i) - 1 - m)) for i in range(stages)]
+        assert h1.iteration_time == h2.iteration_time == 3.0 * m + stages - 1
+
+
+def test_zb_h1_can_peak_above_1f1b_where_a_later_stage_holds_more_bytes():
+    # two stages, F = B = W = 1, activations of 1 and 9 bytes per micro-batch, no node memory, 3 micro-batches:
+    # 1F1B holds 2 and 1 (2 and 9 bytes), ZB-H1 at most S = 2 on both stages (2 and 18 bytes)
+    nodes, edges = [], []
+    for i, size in enumerate((1.0, 9.0)):
+        nodes.append(Node(id=i, name=f"f{i}", times=(1.0, 100.0), memory=0.0, colour=i))
+        nodes.append(Node(id=100 + i, name=f"b{i}", times=(2.0, 100.0), memory=0.0, backward=True, colour=i))
+        edges.append(Edge(i, 100 + i, size=size))
+    edges += [Edge(0, 1, size=1.0), Edge(101, 100)]
+    problem = make_two_type_problem(nodes, edges, 2, 0, math.inf, name="unequal-activations")
+    plan = Plan((DeviceAssignment("accelerator", (0, 100)), DeviceAssignment("accelerator", (1, 101))))
+    flush = simulate(problem, plan, "1f1b-flush", 3)
+    h1 = simulate(problem, plan, "zb-h1", 3, w_fraction=0.5)
+    assert [(s.peak_in_flight, s.peak_memory) for s in flush.stages] == [(2, 2.0), (1, 9.0)]
+    assert [(s.peak_in_flight, s.peak_memory) for s in h1.stages] == [(2, 2.0), (2, 18.0)]
+    assert (h1.iteration_time, flush.iteration_time) == (10.0, 12.0)
+
+
 def uneven(seed: int):
     rng = random.Random(seed)
     stages = rng.randint(2, 6)
