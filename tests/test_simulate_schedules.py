@@ -1,4 +1,4 @@
-"""Pipeline schedules against closed forms on uniform stages and hand-worked runs.
+"""Pipeline schedules against closed forms on uniform stages, hand-worked runs and, on uneven stages, every task.
 
 Uniform stages: S accelerators, stage i holds forward node f_i (time f) and its backward
 mate b_i (time b), a chain f_0 -> ... -> f_{S-1} -> b_{S-1} -> ... -> b_0 with activation
@@ -11,6 +11,7 @@ stage i.
 from __future__ import annotations
 
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -431,3 +432,83 @@ def test_busy_time_is_the_tasks_lengths_at_any_scale():
     plan = {"devices": [{"type": "accelerator", "nodes": [1, 4]}, {"type": "accelerator", "nodes": [2, 3]}]}
     run = placement.simulate(instance, plan, schedule="1f1b-flush", microbatches=3)
     assert [stage.busy for stage in run.stages] == [6e9, pytest.approx(9e-6, rel=1e-12)]
+
+
+def documented_order(schedule: str, stages: int, i: int, m: int) -> list[tuple[str, int]]:
+    """Stage ``i``'s tasks as the schedule table of docs/simulator.md states them (written out here, not taken
+    from :mod:`placement.simulation.schedules`): all forwards then all backwards (GPipe), or
+    ``min(S − i − 1, m)`` warm-up forwards, then a forward and a backward in turn, then the rest (1F1B)."""
+    if schedule == "gpipe":
+        return [("F", j) for j in range(m)] + [("B", j) for j in range(m)]
+    warm = min(stages - i - 1, m)
+    order = [("F", j) for j in range(warm)]
+    for j in range(warm, m):
+        order += [("F", j), ("B", j - warm)]
+    return order + [("B", j) for j in range(m - warm, m)]
+
+
+def skip_chain(seed: int):
+    """A training chain of 2–5 stages (f_i, b_i on stage i) with uneven times, transfer costs, forward skip
+    edges f_i -> f_k (k > i + 1) mirrored by b_k -> b_i, and sometimes one stage on a CPU core; with the
+    tasks' lengths by the load model (compute plus, on an accelerator, c(u) once per tensor u it sends or
+    receives: a receive in the first task that reads it) and the stages each task reads from."""
+    rng = random.Random(seed)
+    stages = rng.randint(2, 5)
+    forward = [float(rng.randint(1, 6)) for _ in range(stages)]
+    backward = [float(rng.randint(1, 9)) for _ in range(stages)]
+    cost = [rng.choice([0.0, 0.5, 1.0, 2.0]) for _ in range(stages)]
+    back_cost = [rng.choice([0.0, 0.5, 1.0]) for _ in range(stages)]
+    links = [(i, i + 1) for i in range(stages - 1)]
+    links += [(i, k) for i in range(stages) for k in range(i + 2, stages) if rng.random() < 0.4]
+    cpu = rng.randrange(stages) if rng.random() < 0.4 else None
+    nodes, edges = [], []
+    for i in range(stages):
+        times = (lambda t: (None, t) if i == cpu else (t, 100.0))   # noqa: E731
+        nodes.append(Node(id=i, name=f"f{i}", times=times(forward[i]), colour=i, out_cost=cost[i]))
+        nodes.append(Node(id=100 + i, name=f"b{i}", times=times(backward[i]), backward=True, colour=i,
+                          out_cost=back_cost[i]))
+        edges.append(Edge(i, 100 + i))
+    for i, k in links:
+        edges += [Edge(i, k), Edge(100 + k, 100 + i)]
+    problem = make_two_type_problem(nodes, edges, stages - (cpu is not None), int(cpu is not None), math.inf,
+                                    name=f"skip-chain-{seed}")
+    plan = Plan(tuple(DeviceAssignment("cpu" if i == cpu else "accelerator", (i, 100 + i)) for i in range(stages)))
+    feeds = [[i for i, k in links if k == s] for s in range(stages)]      # forward inputs of stage s
+    fed_by = [[k for i, k in links if i == s] for s in range(stages)]     # backward inputs of stage s
+    pays = [0.0 if s == cpu else 1.0 for s in range(stages)]
+    f_len = [forward[s] + pays[s] * (sum(cost[i] for i in feeds[s]) + (cost[s] if fed_by[s] else 0.0))
+             for s in range(stages)]
+    b_len = [backward[s] + pays[s] * (sum(back_cost[k] for k in fed_by[s]) + (back_cost[s] if feeds[s] else 0.0))
+             for s in range(stages)]
+    return problem, plan, stages, f_len, b_len, feeds, fed_by
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b-flush", "1f1b-async"])
+def test_every_task_starts_when_its_stage_and_inputs_allow_on_uneven_stages_with_skips(seed, schedule):
+    """Every task's start and end against a recurrence written from the docs' model: a task starts at the
+    end of its stage's previous task in the documented order or of its last input (a forward: the forwards
+    of the stages feeding it; a backward: its own forward and the backwards of the stages it feeds)."""
+    problem, plan, stages, f_len, b_len, feeds, fed_by = skip_chain(seed)
+    m = random.Random(seed).randint(1, 9)
+    end: dict[tuple[str, int, int], float] = {}
+    expected = {}
+    pending = {s: documented_order(schedule, stages, s, m) for s in range(stages)}
+    free = [0.0] * stages
+    while any(pending.values()):
+        for s in range(stages):
+            while pending[s]:
+                kind, j = pending[s][0]
+                inputs = ([("F", i, j) for i in feeds[s]] if kind == "F"
+                          else [("F", s, j)] + [("B", k, j) for k in fed_by[s]])
+                if any(key not in end for key in inputs):
+                    break
+                start = max([free[s]] + [end[key] for key in inputs])
+                free[s] = end[(kind, s, j)] = start + (f_len[s] if kind == "F" else b_len[s])
+                expected[(s, kind, j)] = (start, free[s])
+                pending[s].pop(0)
+    run = simulate(problem, plan, schedule, m)
+    # every time is a sum of halves: exact in floating point
+    assert {(t.stage, t.kind, t.microbatch): (t.start, t.end) for t in run.tasks} == expected
+    assert run.makespan == max(free)
+    assert run.max_load == max(f + b for f, b in zip(f_len, b_len))
