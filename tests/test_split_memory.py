@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import placement
+
 from placement.plan import DeviceAssignment, Plan
 from placement.problem.instance import ACCELERATOR, DeviceType, Edge, Instance, Node
 from placement.problem.split import memory_shortfall, split_model
@@ -141,3 +143,42 @@ def test_memory_shortfall_proves_infeasibility_where_the_brute_force_finds_no_pl
 
     r = placement.solve(three_layers(6.0), backward="split", objective="throughput-gpipe")
     assert (r.status, r.value) == ("infeasible", None) and r.message.startswith("infeasible: the node memory")
+
+
+def decimal_layers(memory: float) -> Instance:
+    """f1 -> f2, b2 -> b1, no tensor sizes (nothing held in flight); node memory f 0.1, b 0.2: a layer's 0.1 + 0.2
+    meets a bound of 0.3 as written, although it sums to 0.30000000000000004 in floating point. Times: f1 1,
+    b1 2, f2 1, b2 6, W share 0.5."""
+    nodes = (Node(1, "f1", (1.0,), memory=0.1, colour=1), Node(2, "f2", (1.0,), memory=0.1, colour=2),
+             Node(3, "b2", (6.0,), memory=0.2, backward=True, colour=2),
+             Node(4, "b1", (2.0,), memory=0.2, backward=True, colour=1))
+    return Instance(nodes, (Edge(1, 2), Edge(3, 4)), (DeviceType(ACCELERATOR, 2, memory=memory),), "decimal-layers")
+
+
+def test_a_layer_that_fills_its_bound_as_written_fits() -> None:
+    plan = Plan((DeviceAssignment(ACCELERATOR, (1, 4)), DeviceAssignment(ACCELERATOR, (2, 3))))
+    ev = evaluate_split(decimal_layers(0.3), plan, split_model("home"))
+    assert ev.valid and ev.violations == ()
+
+
+def test_split_optima_where_each_layer_fills_its_bound_as_written() -> None:
+    # Both layers (0.6) fit no 0.3, so each takes a stage of its own. home: loads 1 + 2 = 3 and 1 + 6 = 7: 7.
+    # any: W(b2) = 3 to stage 0 and W(b1) = 1 to stage 1 gives 1 + 1 + 3 = 5 and 1 + 3 + 1 = 5, the total 10
+    # halved: 5. A moved W reads only f1 (stage 0's own activation) and nothing is held in flight, so the
+    # memory stays 0.1 + 0.2 on each stage. Summed in floating point the MILP's memory had no exact unit and
+    # was rounded (no proof of optimality), and the evaluator and the brute force refused the plans that fill
+    # the bound.
+    problem = decimal_layers(0.3)
+    for w_placement, optimum in (("home", 7.0), ("any", 5.0)):
+        r = placement.solve(problem, backward="split", w_placement=w_placement)
+        assert (r.status, r.value, r.bound) == ("optimal", optimum, optimum)
+        assert brute_force_split(problem, split_model(w_placement))[0] == optimum
+
+
+def test_memory_over_its_bound_as_written_is_refused_though_its_float_sum_fits() -> None:
+    # 0.7 + 0.1 sums to 0.7999999999999999 in floating point, which meets the bound; as written it is 0.8.
+    nodes = (Node(1, "f1", (1.0,), memory=0.7, colour=1), Node(2, "b1", (2.0,), memory=0.1, backward=True, colour=1))
+    problem = Instance(nodes, (Edge(1, 2),), (DeviceType(ACCELERATOR, 1, memory=0.7999999999999999),), "over")
+    ev = evaluate_split(problem, Plan((DeviceAssignment(ACCELERATOR, (1, 2)),)), split_model("home"))
+    assert ev.violations == ("device 0 (accelerator): memory 0.8 (summed as written; 0.7999999999999999 in "
+                             "floating point) exceeds the bound 0.7999999999999999",)

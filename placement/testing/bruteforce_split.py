@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 
 from placement.plan import DeviceAssignment, Plan
+from placement.problem.memory_fit import as_written
 from placement.problem.instance import Instance
 from placement.problem.split import SplitModel, split_times
 
@@ -104,10 +106,10 @@ def brute_force_split(problem: Instance, model: SplitModel, objective: str = "th
                 wpos = dict(zip(backward, (c[1] for c in choice)))
                 fw = [0.0] * S
                 bw = [0.0] * S
-                mem = [0.0] * S
+                mem = [Fraction(0)] * S   # exactly, on the sizes as written: 0.1 + 0.2 fits 0.3
                 for v in range(n):
                     d = st[cls[v]]
-                    mem[d] += nodes[v].memory
+                    mem[d] += as_written(nodes[v].memory)
                     if not nodes[v].backward:
                         fw[d] += nodes[v].times[seq[d]]
                 kept: list[set[int]] = [set() for _ in range(S)]
@@ -116,7 +118,7 @@ def brute_force_split(problem: Instance, model: SplitModel, objective: str = "th
                     bw[bd] += b_times[u][seq[bd]]
                     bw[wd] += w_times[u][seq[wd]]
                     if bd != st[cls[u]]:
-                        mem[bd] += nodes[u].memory
+                        mem[bd] += as_written(nodes[u].memory)
                     if wd != st[cls[u]]:
                         kept[wd] |= {x for x in w_reads[u] if nodes[x].backward or st[cls[x]] != wd}
                 # bounded async 1F1B: position d holds S - d + lag micro-batches, lag = 1 + the farthest
@@ -132,9 +134,10 @@ def brute_force_split(problem: Instance, model: SplitModel, objective: str = "th
                         if wd not in early:
                             lag[wd] = max(lag[wd], 1 + abs(bpos[x] - wd))
                 for d in range(S):
-                    footprint = sum(size[v] for v in range(n) if st[cls[v]] == d and not nodes[v].backward)
-                    mem[d] += (S - d + lag[d]) * (footprint + sum(size[x] for x in kept[d]))
-                if any(mem[d] > problem.device_types[seq[d]].memory for d in range(S)):
+                    footprint = sum(as_written(size[v]) for v in range(n) if st[cls[v]] == d and not nodes[v].backward)
+                    mem[d] += (S - d + lag[d]) * (footprint + sum(as_written(size[x]) for x in kept[d]))
+                if any(math.isfinite(problem.device_types[seq[d]].memory)
+                       and mem[d] > as_written(problem.device_types[seq[d]].memory) for d in range(S)):
                     continue
                 # the B calls' arcs, and a forward tensor a B on an earlier stage reads: no cycle
                 if model.inter_layer and _cyclic({(bpos[x], bpos[w]) for x, w in backward_edges}

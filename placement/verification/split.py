@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance, find_cycle
+from placement.problem.memory_fit import fits_counted, written_sum_text
 from placement.problem.split import SplitModel, split_times
 from placement.plan import DeviceAssignment, Plan
 from placement.result import Verification
@@ -314,9 +315,11 @@ def evaluate_split(problem: Instance, plan: Plan, model: SplitModel) -> SplitEva
                     kept.update(x for x in reads[u.id] if problem.node(x).backward or layer.get(x) != d)
         # exactly rounded sums: loads and memory do not depend on the order a plan or a file lists nodes in
         memory = math.fsum(sizes)
-        if d in rank:   # the footprint of a micro-batch in flight: its activations and the moved W's inputs
-            memory += held[d] * math.fsum([size[v] for v in dev.nodes if layer.get(v) == d
-                                           and not problem.node(v).backward] + [size[x] for x in kept])
+        in_flight: list[float] = []   # the footprint of a micro-batch in flight: activations, the moved W's inputs
+        if d in rank:
+            in_flight = [size[v] for v in dev.nodes if layer.get(v) == d and not problem.node(v).backward]
+            in_flight += [size[x] for x in kept]
+            memory += held[d] * math.fsum(in_flight)
         fw_costs: list[float] = []
         bw_costs: list[float] = []
         if dtype is not None and dtype.pays_comm:
@@ -332,9 +335,12 @@ def evaluate_split(problem: Instance, plan: Plan, model: SplitModel) -> SplitEva
                         fw_costs.append(x.out_cost)
         fw, bw, comm_fw, comm_bw = map(math.fsum, (fw_times, bw_times, fw_costs, bw_costs))
         bound = dtype.memory if dtype is not None else math.inf
-        if memory > bound:
-            violations.append(f"device {d} ({dev.type}): memory {fmt_number(memory)} exceeds the bound "
-                              f"{fmt_number(bound)}")
+        # the bound is met or not exactly on the sizes as written (0.1 + 0.2 fits 0.3), as in the joint model
+        if not fits_counted([(m, 1) for m in sizes] + [(m, held[d]) for m in in_flight], bound):
+            written = written_sum_text(sizes + in_flight * held[d])
+            shown = fmt_number(memory) if memory > bound else \
+                f"{written} (summed as written; {fmt_number(memory)} in floating point)"
+            violations.append(f"device {d} ({dev.type}): memory {shown} exceeds the bound {fmt_number(bound)}")
         reports.append(DeviceReport(position=d, type=dev.type, nodes=tuple(dev.nodes), compute=fw + bw,
                                     comm=comm_fw + comm_bw, load=(fw + bw) + (comm_fw + comm_bw), memory=memory,
                                     memory_bound=bound, forward_load=fw + comm_fw, backward_load=bw + comm_bw))

@@ -61,6 +61,7 @@ from typing import Any, Callable, Iterator
 
 from placement.plan import DeviceAssignment, Plan
 from placement.problem.instance import Instance
+from placement.problem.memory_fit import decimal_sum
 from placement.problem.split import SplitModel, memory_shortfall, split_lower_bound, split_times
 from placement.solution import Solution, Status
 from placement.solvers.ideals import contract
@@ -186,12 +187,14 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
             return float_time(a, scaling)
         return float(round(a * scaling.scale) if scaling.exact else math.floor(a * scaling.scale))
 
-    g_mem = [float(sum(nodes[v].memory for v in groups[g])) for g in range(G)]
-    g_act = [float(sum(size[nodes[v].id] for v in groups[g] if not nodes[v].backward)) for g in range(G)]
+    # sums as written (0.1 + 0.2 is 0.3, which fits a bound of 0.3), as the evaluator decides memory: a rounded
+    # float sum such as 0.30000000000000004 has no exact unit, and the rows would then round memory
+    g_mem = [decimal_sum(nodes[v].memory for v in groups[g]) for g in range(G)]
+    g_act = [decimal_sum(size[nodes[v].id] for v in groups[g] if not nodes[v].backward) for g in range(G)]
     footprint = g_act + [float(size[nodes[x].id]) for x in kept_tensors]
     most_held = 2 * S      # (S − p) + δ ≤ S + S
     sizes = g_mem + [float(nodes[u].memory) for u in backward] + footprint
-    mem = scale_memory(sizes + [most_held * sum(footprint)], [problem.device_types[t].memory for t in types],
+    mem = scale_memory(sizes + [decimal_sum(footprint * most_held)], [problem.device_types[t].memory for t in types],
                        be.integer_only)
     m_g = mem.sizes[:G]
     m_b = dict(zip(backward, mem.sizes[G:G + len(backward)]))
