@@ -114,6 +114,24 @@ def test_a_greedy_choice_over_memory_is_no_plan():
     assert piper_value(GREEDY_OVER_MEMORY).plan is None   # Piper's heuristic finds no fitting choice
 
 
+# Two nodes, one device of memory 1.7, one micro-batch. Fastest options: n0 "fast" (time 0, 1e15 bytes) and
+# n1 "fast" (0, 1.3 bytes). Piper's greedy swaps n0 to "lean" first (time 1 for 1e15 − 0.5 bytes), which
+# leaves 0.5 + 1.3 = 1.8 > 1.7 bytes: n1 must go "lean" too. In floating point the bytes still to shave,
+# (1e15 + 1.3 − 1.7) − (1e15 − 0.5), come out 0 (the spacing of floats near 1e15 is 0.125), so the
+# choice at time 1 was taken as the value of a real plan and the DP, pruning every plan from 1 up,
+# answered infeasible. The only fitting choice is lean + lean: time 1 + 1 = 2 in 0.5 bytes.
+GREEDY_ROUNDED_SHAVE = chain([{1: (tmpc("fast", 0, a=1e15), tmpc("lean", 1, a=0.5))},
+                              {1: (tmpc("fast", 0, a=1.3), tmpc("lean", 1))}], devices=1, memory=1.7)
+
+
+def test_a_greedy_choice_fits_on_its_sizes_summed_afresh():
+    result = placement.solve(GREEDY_ROUNDED_SHAVE)
+    assert (result.status, result.value) == ("optimal", 2.0)
+    assert dict(result.plan.stages[0].tmpcs) == {0: "lean", 1: "lean"}
+    greedy = piper_value(GREEDY_ROUNDED_SHAVE)
+    assert greedy.value == 2.0 and evaluate_parallel(GREEDY_ROUNDED_SHAVE, greedy.plan).value == 2.0
+
+
 @settings(max_examples=60)
 @given(piper_instances())
 @example(ONE_STAGE_CEILING)
