@@ -132,6 +132,23 @@ def test_a_greedy_choice_fits_on_its_sizes_summed_afresh():
     assert greedy.value == 2.0 and evaluate_parallel(GREEDY_ROUNDED_SHAVE, greedy.plan).value == 2.0
 
 
+def test_a_stage_beside_a_large_size_is_not_pruned_on_a_rounded_difference():
+    # GPipe, m = 3, 3 devices of 1.3 bytes; n0 runs at t = 2 only, n1 at t = 1 or 2 (its t = 2 TMPC
+    # holds 2.5e14 + y/3 bytes; 1/3 as written leaves no unit in which the memory sums are exact).
+    # The only plan: {n0} t = 2, d = 1 ("small": 0.2·3 + 0.7 = 1.3 bytes as written, time 2), then
+    # {n1} t = 1 (time 1): 3 devices, value 2 ({n0} at d = 3 takes 6 devices; {n0, n1} needs t = 2,
+    # where n1 holds over 2.5e14 bytes). The least memory of {n0} was read as the difference of the
+    # least over {n0, n1} and over {n1} at t = 2, (1.3 + 2.5e14 + 1) − (2.5e14 + 1) = 1.3125 in
+    # floating point, above 1.3: the stage was pruned and the answer was infeasible.
+    inst = chain([{2: (tmpc("big", 0, b=2.5e14), tmpc("small", 2, a=0.2, b=0.7))},
+                  {1: (tmpc("v", 1),), 2: (tmpc("big", 1, a=1 / 3, b=2.5e14),)}],
+                 devices=3, memory=1.3, microbatches=3)
+    result = placement.solve(inst, schedule="gpipe")
+    assert (result.status, result.value) == ("optimal", 2.0)
+    assert [(s.nodes, s.d, s.t, dict(s.tmpcs)) for s in result.plan.stages] == [((0,), 1, 2, {0: "small"}),
+                                                                                ((1,), 1, 1, {1: "v"})]
+
+
 @settings(max_examples=60)
 @given(piper_instances())
 @example(ONE_STAGE_CEILING)

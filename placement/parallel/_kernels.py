@@ -416,9 +416,11 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     leave a rest of ``+1e-17`` where the exact rest is 0).
     ``lowm[I, k, j]``: Σ over the nodes of ``I`` of their least memory at degree index ``k`` and
     ``y = j`` (suffix schedules) or ``y = m / d`` of pair ``j`` (``gpipe``): a stage whose difference
-    exceeds the capacity fits no choice. Where every node of the stage has options of equal parameter
-    size, the options' costs at another ``d`` are one affine map of those at the first (``1/d``
-    times, plus the same constant per node), so the knapsack's choice at ``y`` is kept for every ``d``.
+    exceeds the capacity fits no choice (past a slack of 1e-9 of ``lowm[I]``: the difference of two
+    sums loses the small sizes beside a large one, 2.5e14 + 1.3 − 2.5e14 being 1.3125). Where every
+    node of the stage has options of equal parameter size, the options' costs at another ``d`` are one
+    affine map of those at the first (``1/d`` times, plus the same constant per node), so the
+    knapsack's choice at ``y`` is kept for every ``d``.
     A stage value is needed only where it could lower its cell: none is computed where the previous
     stages' value already reaches the cell's, and the exact knapsack runs with the cell's value as
     its ceiling (an answer above it is kept as a lower bound of that ``y``, ``cache[1]``, not as the
@@ -600,7 +602,8 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
                                     above = False
                                     if fast and ca * y + cb <= mtol:
                                         val = lb
-                                    elif lowm[I, k, low] - lowm[J, k, low] > capacity * (1.0 + 1e-9):
+                                    elif lowm[I, k, low] - lowm[J, k, low] > capacity * (1.0 + 1e-9) \
+                                            + 1e-9 * lowm[I, k, low]:   # the difference's rounding
                                         val = INF
                                     else:
                                         key = y if suffix else ycap + q
