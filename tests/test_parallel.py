@@ -149,6 +149,22 @@ def test_a_stage_beside_a_large_size_is_not_pruned_on_a_rounded_difference():
                                                                                 ((1,), 1, 1, {1: "v"})]
 
 
+def test_a_stage_of_dominant_options_is_not_taken_as_fitting_on_a_rounded_difference():
+    # GPipe, m = 3, 3 devices of 1.29 bytes, one TMPC per node and degree. {n0} at t = 2, d = 1 holds
+    # 0.2·3 + 0.7 = 1.3 bytes: it does not fit. Its memory was read as differences of the sums over
+    # {n0, n1} and over {n1} at t = 2, where n1 holds 2.5e14 + y/3: 0.6 + (0.7 + 2.5e14) − 2.5e14 =
+    # 0.6 + 0.6875 = 1.2875 ≤ 1.29, so the DP took it (value 2) and the plan's rebuilding failed on an
+    # internal assertion. The plans: {n0, n1} t = 1, d = 3: (10 + 1) / 3 = 11/3 on 3 devices; {n0} t = 1 and
+    # {n1} t = 1: max(10, 1) = 10; {n0, n1} at t = 2 holds over 2.5e14 bytes. The optimum is 11/3.
+    inst = chain([{1: (tmpc("slow", 10),), 2: (tmpc("small", 2, a=0.2, b=0.7),)},
+                  {1: (tmpc("v", 1),), 2: (tmpc("big", 1, a=1 / 3, b=2.5e14),)}],
+                 devices=3, memory=1.29, microbatches=3)
+    result = placement.solve(inst, schedule="gpipe")
+    assert (result.status, result.value) == ("optimal", 11 / 3)
+    assert [(s.nodes, s.d, s.t, dict(s.tmpcs)) for s in result.plan.stages] == [((0, 1), 3, 1,
+                                                                                 {0: "slow", 1: "v"})]
+
+
 @settings(max_examples=60)
 @given(piper_instances())
 @example(ONE_STAGE_CEILING)

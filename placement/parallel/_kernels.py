@@ -526,8 +526,11 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
                 if fast:
                     ct = fsum[0, I, k] - fsum[0, J, k]
                     cp = fsum[1, I, k] - fsum[1, J, k]
-                    ca = fsum[2, I, k] - fsum[2, J, k]
-                    cb = fsum[3, I, k] - fsum[3, J, k]
+                    # the memory coefficients as differences of sums, raised by 1e-9 of the larger sum: beside a
+                    # large size the small ones round away (2.5e14 + 1.3 − 2.5e14 is 1.3125, and 1.25 the other
+                    # way); a stage inside that slack of the capacity goes to the evaluation, which sums its sizes
+                    ca = fsum[2, I, k] - fsum[2, J, k] + 1e-9 * abs(fsum[2, I, k])
+                    cb = fsum[3, I, k] - fsum[3, J, k] + 1e-9 * abs(fsum[3, I, k])
                     for q in range(cut_ptr[I], cut_ptr[I + 1]):   # entering I from outside: into X unless into J
                         e = cut_idx[q]
                         v = ends[1, e]
