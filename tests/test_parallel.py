@@ -623,6 +623,48 @@ def test_a_plan_that_needs_the_widened_memory_is_replaced_by_one_that_fits():
                                    "the DP's sums are exact) it finds no plan that passes it either")
 
 
+def chain_after_two(fast: float) -> PiperInstance:
+    """fast_at_two(fast) followed by a chain of 7 nodes of no time and no memory: 9 nodes, past the branch and
+    bound of the time-per-batch search, with the plans and times of fast_at_two."""
+    def tmpc(time, size, k):
+        return {"id": "a", "timePerSample": time, "parameterSize": 0, "memoryUsageA": size, "memoryUsageB": 0,
+                "syncTimeFw": {str(k - 1): 0} if k else {}, "syncTimeBw": {str(k + 1): 0} if k < 8 else {}}
+
+    times = [(1, fast, 0.1), (1, fast, 0.7)] + [(0, 0, 0)] * 7
+    return parse_piper({"maxDevices": 2, "maxMemoryPerDevice": 0.7999999999999999, "bandwidth": 1, "mbsInBatch": 2,
+                        "nodes": [{"id": k, "TMPCs": {"1": [tmpc(one, size, k)], "2": [tmpc(two, size, k)]}}
+                                  for k, (one, two, size) in enumerate(times)],
+                        "edges": [{"sourceId": k, "destId": k + 1, "communicationCost": 0} for k in range(8)]})
+
+
+def test_a_time_per_batch_plan_that_needs_the_widened_memory_is_replaced_by_one_that_fits():
+    """The time-per-batch search on fast_at_two(0.4) (1F1B, m = 2): the DP on widened bounds took one stage at
+    t = 2 (0.8 bytes, over 0.7999999999999999 as written) and the answer was no_solution. Under 1F1B the only
+    plan that fits is the two stages of one device (y = 2 and 1: 0.2 and 0.7 bytes; one stage needs 0.8 at
+    any degree), each 1 per micro-batch: (m + S − 1) · 1 = 3, which the branch and bound over every plan (memory
+    decided exactly) proves. Past the branch and bound (chain_after_two: 9 nodes) the same plan is feasible
+    with the widened bound m·M* = 2 · 0.8. Under GPipe (y = m / d: 2 · 0.7 on one device, 0.8 on two) no plan
+    fits: the narrowed DP finds none, and the branch and bound proves it (infeasible); past the branch and
+    bound, no_solution, saying that the narrowed bounds found nothing either."""
+    result = placement.solve(fast_at_two(0.4), objective="time-per-batch", schedule="1f1b")
+    assert (str(result.status), result.value, result.bound) == ("optimal", 3.0, 3.0)
+    assert [(stage.nodes, stage.d, stage.t) for stage in result.plan.stages] == [((0,), 1, 1), ((1,), 1, 1)]
+    result = placement.solve(chain_after_two(0.4), objective="time-per-batch", schedule="1f1b")
+    assert (str(result.status), result.value, result.bound) == ("feasible", 3.0, 1.6)
+    assert [(stage.nodes, stage.d) for stage in result.plan.stages] == [((0,), 1), ((1, 2, 3, 4, 5, 6, 7, 8), 1)]
+    assert result.message == ("the memory figures have no unit in which the DP's sums are exact "
+                              "(placement.problem.memory_fit): the plan is the search's on memory bounds narrowed by "
+                              "1e-08, and the bound is m·M* of the DP on bounds widened by 1e-08")
+    result = placement.solve(fast_at_two(0.4), objective="time-per-batch", schedule="gpipe")
+    assert (str(result.status), result.plan, result.bound) == ("infeasible", None, math.inf)
+    assert result.message == ("no plan on 2 devices of 0.7999999999999999 bytes: no pipeline of the devices fits "
+                              "every stage's memory (the branch and bound over every plan, memory decided exactly)")
+    result = placement.solve(chain_after_two(0.4), objective="time-per-batch", schedule="gpipe")
+    assert (str(result.status), result.plan) == ("no_solution", None)
+    assert result.message.endswith("; on memory bounds narrowed by 1e-08 (the memory figures have no unit in which "
+                                   "the DP's sums are exact) it finds no plan that passes it either")
+
+
 def test_a_time_per_batch_not_computed_says_why():
     """10^12 micro-batches per batch: the plan (one stage, d = 1) is found, its batch is too long to lay
     out as a task graph; the text said "time per batch -" with no reason."""

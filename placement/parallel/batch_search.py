@@ -80,33 +80,41 @@ class BatchSearch:
 
 def search_time_per_batch(instance: PiperInstance, *, devices: int, memory: float, schedule: str,
                           forward_share: float = FORWARD_SHARE, max_sets: int, max_nodes: int = DEFAULT_MAX_NODES,
-                          tolerance: float = 1e-9,
-                          progress: Callable[[str], None] | None = None) -> BatchSearch:
+                          tolerance: float = 1e-9, progress: Callable[[str], None] | None = None,
+                          strict_memory: bool = False) -> BatchSearch:
     """The plan of least time per batch found, the bound ``m·M*`` and whether it is proven optimal
-    (module docstring); ``tolerance``: relative slack within which ``T`` meets the bound."""
+    (module docstring); ``tolerance``: relative slack within which ``T`` meets the bound. ``strict_memory``:
+    the DP's memory bounds, where the memory figures have no unit in which its sums are exact, are narrowed
+    (every plan it finds fits) rather than widened (:func:`placement.parallel.dp.solve_parallel`); ``m·M*``
+    is then no bound on every plan, and only a completed branch and bound proves the plan optimal (or, where it
+    finds none, that no plan fits)."""
     m = instance.microbatches_in_batch
     tables = build_tables(instance)
     sets = all_sets(tables, max_sets)
     found = solve_parallel(instance, devices=devices, memory=memory, schedule=schedule, tables=tables, sets=sets,
-                           progress=progress)
+                           progress=progress, strict_memory=strict_memory)
     stats: dict[str, Any] = {"dp": dict(found.stats), "candidates": 0}
-    if found.plan is None:
+    exhaustive = len(instance.nodes) <= EXHAUSTIVE_NODES and not instance.device_types
+    if found.plan is None and not strict_memory:
         return BatchSearch(math.inf, None, math.inf, True, math.inf, stats)
-    bound = m * found.value
+    if found.plan is None and not exhaustive:     # a narrowed DP may miss plans that fit exactly: nothing shown
+        return BatchSearch(math.inf, None, 0.0, False, math.inf, stats)
+    bound = 0.0 if strict_memory else m * found.value    # T ≥ 0 is all a narrowed DP's optimum shows
     best_plan = found.plan
-    best = time_per_batch(instance, best_plan, schedule, forward_share=forward_share)
+    best = math.inf if best_plan is None else time_per_batch(instance, best_plan, schedule,
+                                                             forward_share=forward_share)
     stats["dp_plan_time_per_batch"] = best
 
     def proven_by_bound() -> bool:
         return best <= bound * (1 + tolerance)
 
-    stalls = schedule == "1f1b" and best > time_per_batch(instance, best_plan, "gpipe", forward_share=forward_share) * (
-        1 + tolerance)
+    stalls = best_plan is not None and schedule == "1f1b" and best > time_per_batch(
+        instance, best_plan, "gpipe", forward_share=forward_share) * (1 + tolerance)
     stats["dp_plan_stalls"] = stalls
     if not proven_by_bound() and stalls:
         for d in candidate_degrees(found.plan, m):
             uniform = solve_parallel(instance, devices=devices, memory=memory, schedule=schedule, tables=tables,
-                                     sets=sets, allowed=[(t, d) for t in tables.degrees])
+                                     sets=sets, allowed=[(t, d) for t in tables.degrees], strict_memory=strict_memory)
             stats["candidates"] += 1
             if uniform.plan is None or m * uniform.value >= best:
                 continue
@@ -114,7 +122,7 @@ def search_time_per_batch(instance: PiperInstance, *, devices: int, memory: floa
             if value < best:
                 best, best_plan = value, uniform.plan
     proven = proven_by_bound()
-    if not proven and len(instance.nodes) <= EXHAUSTIVE_NODES and not instance.device_types:
+    if not proven and exhaustive:
         search = _BranchAndBound(instance, devices, memory, schedule, forward_share, best, max_nodes)
         completed = search.run()
         stats["branch_and_bound_nodes"] = search.visited

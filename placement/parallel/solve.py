@@ -26,7 +26,7 @@ from typing import Callable
 
 from placement.errors import InvalidParameterError, LimitExceededError
 from placement.io.piper import PiperInstance
-from placement.parallel.batch_search import BATCH_SCHEDULES, EXHAUSTIVE_NODES, search_time_per_batch
+from placement.parallel.batch_search import BATCH_SCHEDULES, EXHAUSTIVE_NODES, BatchSearch, search_time_per_batch
 from placement.parallel.devices import at_most, check_memory, describe, device_counts
 from placement.parallel.dp import DEFAULT_MAX_SETS, solve_parallel
 from placement.parallel.handoff import megatron_config
@@ -252,9 +252,24 @@ def _solve_time_per_batch(instance: PiperInstance, reachable, devices, memory, s
         reason = found.stats["dp"].get("reason") or _why_no_plan(instance, reachable, schedule, max_sets)
         return answer(Status.INFEASIBLE, bound=math.inf, message=f"no plan on {describe(devices, memory)}: {reason}")
     evaluation = evaluate_parallel(instance, found.plan, devices=devices, memory=memory)
+    narrowed = ""
+    if not evaluation.ok and found.stats["dp"].get("memory_rounded"):
+        again = _narrowed_search(instance, found, reachable, memory, schedule, max_sets, forward_share)
+        if again.plan is None and again.proven:
+            found = again
+            return answer(Status.INFEASIBLE, bound=math.inf,
+                          message=f"no plan on {describe(devices, memory)}: no pipeline of the devices fits every "
+                                  "stage's memory (the branch and bound over every plan, memory decided exactly)")
+        if again.plan is None:
+            narrowed = (f"; on memory bounds narrowed by {LENIENT:g} (the memory figures have no unit in which the "
+                        "DP's sums are exact) it finds no plan that passes it either")
+        else:
+            found = again
+            evaluation = evaluate_parallel(instance, found.plan, devices=devices, memory=memory)
     if not evaluation.ok:
         return answer(Status.NO_SOLUTION, evaluation=evaluation,
-                      message="the search's plan failed the independent check: " + "; ".join(evaluation.violations))
+                      message="the search's plan failed the independent check: " + "; ".join(evaluation.violations)
+                      + narrowed)
     tasks = 2 * instance.microbatches_in_batch * len(found.plan.stages)
     if not found.proven and tasks > SIMULATOR_CHECK_TASKS:
         found.stats["simulator_check"] = f"skipped: {tasks:,} tasks (more than {SIMULATOR_CHECK_TASKS:,})"
@@ -274,8 +289,30 @@ def _solve_time_per_batch(instance: PiperInstance, reachable, devices, memory, s
                   message=_unproven(found.stats, instance))
 
 
+def _narrowed_search(instance: PiperInstance, widened: BatchSearch, reachable, memory, schedule: str,
+                     max_sets: int, forward_share: float) -> BatchSearch:
+    """The time-per-batch search again on memory bounds narrowed by :data:`LENIENT`, where the memory figures
+    have no unit in which the DP's sums are exact and the plan of the search on widened bounds needs that slack
+    (the independent check refuses it): the narrowed search's plan, which fits, with the widened search's bound
+    ``m·M*`` (the DP's optimum on widened bounds bounds every plan), proven where it meets that bound or where the
+    branch and bound (memory decided exactly) completes, which without a plan proves that none fits."""
+    again = search_time_per_batch(instance, devices=reachable, memory=memory, schedule=schedule,
+                                  forward_share=forward_share, max_sets=max_sets, strict_memory=True)
+    if again.plan is None:
+        return again
+    lower = widened.bound if math.isfinite(widened.bound) else 0.0
+    proven = again.proven or again.value <= lower * (1 + AGREEMENT_TOLERANCE)
+    stats = {**again.stats, "widened_bound": lower}
+    return dataclasses.replace(again, bound=again.value if proven else min(max(again.bound, lower), again.value),
+                               proven=proven, stats=stats)
+
+
 def _unproven(stats: dict, instance: PiperInstance) -> str:
     """Why the time-per-batch search left its plan unproven, and what its bound is."""
+    if "widened_bound" in stats:
+        return ("the memory figures have no unit in which the DP's sums are exact (placement.problem.memory_fit): "
+                f"the plan is the search's on memory bounds narrowed by {LENIENT:g}, and the bound is m·M* of the DP "
+                f"on bounds widened by {LENIENT:g}")
     bound = "the bound is m·M* (the batch's micro-batches times the least time per sample)"
     if "branch_and_bound_nodes" in stats:
         return (f"the branch and bound over every plan stopped at its step limit ({stats['branch_and_bound_nodes']:,} "
