@@ -521,3 +521,48 @@ def test_an_instance_with_device_types_is_refused_naming_them():
     assert str(raised.value) == ("schedule 'interleaved' plans instances without deviceTypes (every group alike: "
                                  "maxDevices devices of maxMemoryPerDevice bytes); this instance has deviceTypes "
                                  "('x')")
+
+
+def options_chain(options: int, comm: float = 0.0, sync: float = 0.0) -> PiperInstance:
+    """Chain 0 → 1 → 2 → 3 at t = 2 only, m = 12, 4 devices of 1/7 bytes; each node has ``options`` TMPCs, 'o0'
+    taking time 4 and holding 1/3 (memoryUsageB: more than the memory), 'o<j>' time 4 + j holding nothing;
+    edges of ``comm`` bytes, syncs of ``sync``."""
+    def tmpcs(k):
+        fw, bw = ({k - 1: sync} if k else {}), ({k + 1: sync} if k < 3 else {})
+        return tuple(TMPC(f"o{j}", 4.0 + j, 0.0, 0.0, 1 / 3 if j == 0 else 0.0, fw, bw) for j in range(options))
+
+    nodes = tuple(PiperNode(k, f"n{k}", {2: tmpcs(k)}) for k in range(4))
+    return PiperInstance("options", 4, 1 / 7, 1.0, 12, nodes, tuple(PiperEdge(k, k + 1, comm) for k in range(3)))
+
+
+def test_cpsat_numbers_stay_within_its_overflow_limit():
+    """The one shape (S = 2 groups, d = 1, t = 2, two chunks: a node per chunk), solved whole. With 24 TMPCs a
+    node, a memory row's coefficients summed to 2^62.18 in CP-SAT's units (the scale was set by the sizes a
+    row sums, not by the magnitudes of its coefficients) and CP-SAT refused the model: no_solution, 'the time
+    limit ran out before a plan was found', in 0.3 s of 20. Each node runs 'o1' (time 5; 'o0' does not fit):
+    groups of two nodes take 10. A crossing that costs more than the cutoff (2·(4 + 6) = 20 against 13.03)
+    put its coefficient times T's bound at 2^62.03, and CP-SAT's proof that nothing is under the cutoff was
+    not used: no_solution where the shape is infeasible."""
+    from placement.parallel.interleaved import Shape
+    from placement.parallel.interleaved_cpsat import solve_shape
+
+    result = solve_interleaved(options_chain(24), chunks=2, time_limit=20)
+    assert (result.status, result.value, result.bound) == (Status.OPTIMAL, 10.0, 10.0)
+    assert [stage.tmpcs for stage in result.plan.stages] == [{0: "o1"}, {1: "o1"}, {2: "o1"}, {3: "o1"}]
+    crossing = replace(options_chain(1, comm=4.0, sync=6.0), max_memory_per_device=100.0)
+    outcome = solve_shape(crossing, Shape(2, 1, 2, 2), 100.0, cutoff=13.03, time_limit=20)
+    assert (outcome.status, outcome.bound) == ("infeasible", 13.03)
+    assert outcome.stats["overflow_risk_log2"] <= 62
+
+
+def test_a_proof_cpsat_cannot_trust_is_told_apart_from_the_time_limit():
+    from placement.parallel.interleaved import _open_reason
+
+    doubt = ("a coefficient times a bound reaches 2^62.2 in the CP-SAT model, beyond what it handles exactly: its "
+             "proofs are not used")
+    stats = {"open": 3, "doubted": 1, "doubt": doubt}
+    assert _open_reason(stats, "before every shape was closed") == (
+        f"1 shape left open before every shape was closed: {doubt}; the time limit ran out for 2 others")
+    assert _open_reason({"open": 2, "doubted": 2, "doubt": doubt}, "before a plan was found") == (
+        f"2 shapes left open before a plan was found: {doubt}")
+    assert _open_reason({"open": 2}, "before a plan was found") == "the time limit ran out before a plan was found"

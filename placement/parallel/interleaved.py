@@ -334,6 +334,9 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
             stats["solved" if outcome.status == "optimal" else "infeasible"] += 1
         else:
             stats["open"] += 1
+            if outcome.stats.get("doubt"):
+                stats["doubted"] = stats.get("doubted", 0) + 1
+                stats["doubt"] = outcome.stats["doubt"]
         bounds.append(max(bound, outcome.bound))
     return _answer(instance, best, bounds, devices, memory, v, started, stats)
 
@@ -371,9 +374,14 @@ def _answer(instance: PiperInstance, best, bounds: list[float], devices: int, me
 
 
 def _open_reason(stats: dict[str, Any], when: str) -> str:
-    """Why shapes stayed open: the time limit, or no CP-SAT to solve them (the ``milp`` extra)."""
+    """Why shapes stayed open: the time limit, no CP-SAT to solve them (the ``milp`` extra), or a model whose
+    numbers CP-SAT cannot handle exactly (its proofs not used)."""
     if "unavailable" in stats:
         return f"shapes left open {when}: {stats['unavailable']}"
+    if "doubted" in stats:
+        others = stats["open"] - stats["doubted"]
+        return (f"{stats['doubted']} shape{'s' if stats['doubted'] > 1 else ''} left open {when}: {stats['doubt']}"
+                + (f"; the time limit ran out for {others} other{'s' if others > 1 else ''}" if others else ""))
     return f"the time limit ran out {when}"
 
 

@@ -29,12 +29,13 @@ a plan: exact. Rows 5 are left out when no choice can exceed the memory, and so 
 dominated by another (no larger in ``a`` and every sync) when memory cannot bind.
 
 Numbers: times are multiplied by a power of two ``scale`` that puts the ceiling ``U`` (the cutoff,
-else the whole work) near ``2^31`` and rounded down. Memory is written in the decimal unit in which
+else the whole work), or a node's or crossing's cost where one is larger, near ``2^31`` and rounded down. Memory is written in the decimal unit in which
 every size and the bound are whole numbers as written (:func:`placement.problem.memory_fit.
 decimal_unit`): the rows then decide the model's rule exactly (sizes 0.1 and 0.2 fit a bound of 0.3;
 in binary, scaled and rounded, they did not, and a plan that fits was lost). Where no such unit keeps
-a row within ``2^53``, sizes are multiplied by a power of two under ``2^60`` and rounded down and the
-bound rounded up past the sizes' rounding. Either way the model is exact or a relaxation: its
+a row within ``2^53``, sizes are multiplied by the power of two that keeps the magnitudes of a row's
+coefficients and its bound summed under ``2^61`` (what CP-SAT's overflow check counts), and rounded down, and
+the bound rounded up past the sizes' rounding. Either way the model is exact or a relaxation: its
 infeasibility and bounds hold for the true data, and the decoded plan is re-evaluated exactly by the
 caller. The backend is the package's CP-SAT backend (:mod:`placement.solvers.milp.backends.cpsat`:
 presolve off, overflow watched).
@@ -51,12 +52,14 @@ from placement.parallel.interleaved import Shape, held_profiles, memory_can_bind
 from placement.parallel.plan import ParallelPlan
 from placement.problem.memory_fit import LENIENT, decimal_unit
 from placement.solvers.milp.backends.base import OutOfTime, SolveOptions
+from placement.solvers.milp.backends.cpsat import SAFE_PRODUCT
 from placement.solvers.milp.heartbeat import heartbeat
 
 #: the load ceiling in model units: ``2^31``, so that a coefficient times ``T``'s bound stays under ``2^62``
 LOAD_UNITS = 2.0 ** 31
-#: the largest total of a memory row in model units
-MEMORY_UNITS = 2.0 ** 60
+#: the most the coefficients of a memory row and its bound add up to in model units, when they are scaled by a
+#: power of two: under CP-SAT's overflow limit of ``2^62`` (:mod:`placement.solvers.milp.backends.cpsat`)
+MEMORY_UNITS = 2.0 ** 61
 
 
 @dataclass(frozen=True)
@@ -78,18 +81,31 @@ def _power_of_two(ceiling: float, largest: float) -> float:
     return 2.0 ** math.floor(math.log2(largest / ceiling)) if ceiling > 0 else 1.0
 
 
-def _memory_units(nodes: list[int], tmpcs: dict[int, list[Any]], memory: float,
-                  largest: float) -> tuple[Callable[[float], float], float]:
+def _memory_activity(tmpcs: dict[int, list[Any]], memory: float, profiles: list[Any], v: int) -> float:
+    """At least the sum of the magnitudes of a memory row's coefficients and its bound (all its variables are
+    0/1), as CP-SAT's overflow check counts them: node ``u`` adds, per chunk ``c`` held ``h_c`` times, its
+    base option's size on the two terms of its boundary and each other option's difference on a product
+    (``(options + 1)·h_c·`` its largest ``memoryUsageA``), and its ``memoryUsageB`` on the ``2v`` terms of its
+    membership and the products (``(2v + options − 1)·`` its largest)."""
+    held = max(sum(h) for p in profiles for h in p)
+    return memory * (1 + LENIENT) + 1 + math.fsum(
+        (len(tmpcs[u]) + 1) * held * max(o.memory_usage_a for o in tmpcs[u])
+        + (2 * v + len(tmpcs[u]) - 1) * max(o.memory_usage_b for o in tmpcs[u]) for u in tmpcs)
+
+
+def _memory_units(nodes: list[int], tmpcs: dict[int, list[Any]], memory: float, largest: float,
+                  activity: float) -> tuple[Callable[[float], float], float]:
     """How the memory rows write a size, and their bound (module docstring, Numbers): in the decimal unit
     in which every size and the bound are whole numbers as written (0.1 + 0.2 fits 0.3, as the evaluator
     reads them), where ``largest`` (the most any row sums) stays within ``2^53`` in it; else times a
-    power of two, sizes rounded down and the bound rounded up past the rounding of the sizes as
-    written, so that the rows still admit every plan that fits."""
+    power of two that keeps ``activity`` (:func:`_memory_activity`) within :data:`MEMORY_UNITS`, sizes
+    rounded down and the bound rounded up past the rounding of the sizes as written, so that the rows still
+    admit every plan that fits."""
     sizes = [x for u in nodes for o in tmpcs[u] for x in (o.memory_usage_a, o.memory_usage_b)]
     unit = decimal_unit([*sizes, memory], largest)
     if unit is not None:
         return (lambda x: float(round(x * unit))), float(round(memory * unit))
-    scale = _power_of_two(largest, MEMORY_UNITS)
+    scale = _power_of_two(activity, MEMORY_UNITS)
     return (lambda x: float(math.floor(x * scale))), float(math.ceil(memory * (1 + LENIENT) * scale))
 
 
@@ -132,7 +148,10 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
                                      (keys[p] != keys[o] or p < o) for p in options[u])]
     ceiling = cutoff if cutoff is not None else (
         math.fsum(max(cost[u]) for u in nodes) + math.fsum(max(out_side[k]) + max(in_side[k]) for k in out_side))
-    scale = _power_of_two(max(ceiling, max(max(c) for c in cost.values())), LOAD_UNITS)
+    # every coefficient of a load row at most T's bound: their product within 2^62 (a crossing may cost more
+    # than the cutoff: its plans are cut off, but its coefficient is still written)
+    largest_term = max([max(c) for c in cost.values()] + [max(side[k]) for side in (out_side, in_side) for k in side])
+    scale = _power_of_two(max(ceiling, largest_term), LOAD_UNITS)
     units = lambda x: float(math.floor(x * scale))  # noqa: E731
 
     be = make_backend("cp-sat")   # SolverUnavailableError where OR-Tools is not installed
@@ -215,7 +234,8 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
                     load += choice_terms([(1, flag)], owner, scaled, f"e{side}{src}_{dst}_{g}", exact=False)
             be.add(load + [(-1, T)], hi=0)
         if with_memory:
-            mu, room = _memory_units(nodes, tmpcs, memory, max(memory, worst) * max(1, len(nodes)))
+            mu, room = _memory_units(nodes, tmpcs, memory, max(memory, worst) * max(1, len(nodes)),
+                                     _memory_activity(tmpcs, memory, profiles, v))
             for g in range(S):
                 per_chunk = [[term for u in nodes for term in
                               choice_terms(b(u, c * S + g), u, [mu(o.memory_usage_a) for o in tmpcs[u]],
@@ -241,6 +261,8 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
                    stop=be.interrupt) as watched:
         raw = be.solve(watched)
     stats = dict(raw.stats, scale=scale, memory_rows=with_memory, size=be.size)
+    if be.overflow_risk > SAFE_PRODUCT:   # CP-SAT's proofs on this model are not used (the backend's message)
+        stats["doubt"] = raw.message
     wall = time.perf_counter() - started
     if raw.status == "infeasible":
         return ShapeOutcome("infeasible", None, None, math.inf if cutoff is None else cutoff, wall, stats)
