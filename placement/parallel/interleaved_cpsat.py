@@ -28,17 +28,17 @@ exceed the true products where that cannot lower a left-hand side), and every so
 a plan: exact. Rows 5 are left out when no choice can exceed the memory, and so are options
 dominated by another (no larger in ``a`` and every sync) when memory cannot bind.
 
-Numbers: times are multiplied by a power of two ``scale`` that puts the ceiling ``U`` (the cutoff,
-else the whole work), or a node's or crossing's cost where one is larger, near ``2^31`` and rounded down. Memory is written in the decimal unit in which
-every size and the bound are whole numbers as written (:func:`placement.problem.memory_fit.
-decimal_unit`): the rows then decide the model's rule exactly (sizes 0.1 and 0.2 fit a bound of 0.3;
-in binary, scaled and rounded, they did not, and a plan that fits was lost). Where no such unit keeps
-a row within ``2^53``, sizes are multiplied by the power of two that keeps the magnitudes of a row's
-coefficients and its bound summed under ``2^61`` (what CP-SAT's overflow check counts), and rounded down, and
-the bound rounded up past the sizes' rounding. Either way the model is exact or a relaxation: its
-infeasibility and bounds hold for the true data, and the decoded plan is re-evaluated exactly by the
-caller. The backend is the package's CP-SAT backend (:mod:`placement.solvers.milp.backends.cpsat`:
-presolve off, overflow watched).
+Numbers: times are multiplied by a power of two ``scale`` that puts the ceiling ``U`` (the cutoff, else
+the whole work), or a node's or crossing's cost where one is larger, near ``2^31`` and rounded down.
+Memory is written in the decimal unit in which every size and the bound are whole numbers as written
+(:func:`placement.problem.memory_fit.decimal_unit`): the rows then decide the model's rule exactly
+(sizes 0.1 and 0.2 fit a bound of 0.3; in binary, scaled and rounded, they did not, and a plan that fits
+was lost). Where no such unit keeps a row within ``2^53``, sizes are multiplied by the power of two that
+keeps the magnitudes of a row's coefficients and its bound summed under ``2^61`` (what CP-SAT's overflow
+check counts), and rounded down, and the bound rounded up past the sizes' rounding. Either way the model
+is exact or a relaxation: its infeasibility and bounds hold for the true data, and the decoded plan is
+re-evaluated exactly by the caller. The backend is the package's CP-SAT backend
+(:mod:`placement.solvers.milp.backends.cpsat`: presolve off, overflow watched).
 """
 
 from __future__ import annotations
