@@ -808,6 +808,24 @@ def test_copies_are_copies_whatever_overload_carries_the_pointwise_tag():
     assert kinds == {"copy"}
 
 
+def test_divisions_and_reversed_subtractions_are_pointwise_whatever_overload_torch_tags():
+    """floor_divide (as a mixture-of-experts router's x // k is exported) and rsub of two tensors are one
+    FLOP per output element, like true_divide and sub: torch tags neither overload pointwise, and they were
+    warned of as unknown and given no FLOPs."""
+    class Arithmetic(nn.Module):
+        def forward(self, x, y):
+            return torch.floor_divide(x, 2) + torch.floor_divide(x, y), torch.true_divide(x, 3), torch.rsub(x, y)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = import_module(Arithmetic(), (torch.randn(4, 8), torch.randn(4, 8)))
+    costs = sorted((op.target.split("::")[1], op.kind, op.flops) for op in graph.ops if op.kind != "view")
+    assert costs == [("add.Tensor", "pointwise", 32.0), ("floor_divide", "pointwise", 32.0),
+                     ("floor_divide", "pointwise", 32.0), ("rsub.Tensor", "pointwise", 32.0),
+                     ("true_divide.Tensor", "pointwise", 32.0)]
+    assert graph.unknown == ()
+
+
 def test_every_interpolation_is_pointwise_and_a_pixel_shuffle_a_copy():
     """F.interpolate of any mode and rank is one FLOP per output element, as ONNX's Resize, which the
     exporters write for each; pixel_shuffle and pixel_unshuffle are copies, as ONNX's DepthToSpace and

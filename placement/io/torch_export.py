@@ -219,7 +219,8 @@ POINTWISE_UNTAGGED = {"dropout", "native_dropout", "feature_dropout", "alpha_dro
                       "softplus", "diff", "elu", "prelu", "glu", "threshold", "__and__", "__or__", "__xor__",
                       "bitwise_and", "bitwise_or", "logical_and", "logical_or", "logical_not", "relu6", "hardswish",
                       "hardsigmoid", "leaky_relu", "log_sigmoid", "log_sigmoid_forward", "special_erfinv", "outer",
-                      "kron", "polar", "cross", "linalg_cross", *UPSAMPLE, *GRID_SAMPLE}
+                      "kron", "polar", "cross", "linalg_cross", "floor_divide", "true_divide", "rsub", *UPSAMPLE,
+                      *GRID_SAMPLE}
 DROPOUT = {"dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"}
 #: FLOPs per output element of pointwise operators (1 unless listed).
 POINTWISE_FLOPS = {"gelu": 8, "tanh": 4, "sigmoid": 4, "silu": 5, "polar": 4}
