@@ -314,7 +314,9 @@ class DynamicCache(_Box):   # named as a transformers model's key-value cache
 
 def test_an_output_of_a_type_torch_cannot_flatten_is_named():
     """torch.export's own message for an output it cannot flatten advises registering a pytree; a model's
-    user needs to know which output it is (a transformers model's cache, left on by use_cache)."""
+    user needs to know which output it is (a transformers model's cache, left on by use_cache: an encoder-decoder
+    model's decoder keeps a copy of the config, which setting use_cache on the model's config after it is
+    built leaves on, so the call's keyword comes first)."""
 
     class Returns(nn.Module):
         def __init__(self, kind):
@@ -332,8 +334,8 @@ def test_an_output_of_a_type_torch_cannot_flatten_is_named():
     with pytest.raises(InvalidParameterError) as err:
         import_module(Returns(DynamicCache), (torch.randn(2, 4),))
     assert str(err.value).endswith(f"holds a {__name__}.DynamicCache, which is no tensor, tuple, list or dict (a "
-                                   "transformers model returns its key-value cache unless its config sets "
-                                   "use_cache=False)")
+                                   "transformers model returns its key-value cache unless called with "
+                                   "use_cache=False in kwargs, or built from a config that sets it)")
 
     class LocalCache(_Box):   # a class defined in a function: torch names it through <locals>
         pass
@@ -341,8 +343,8 @@ def test_an_output_of_a_type_torch_cannot_flatten_is_named():
     with pytest.raises(InvalidParameterError) as err:
         import_module(Returns(LocalCache), (torch.randn(2, 4),))
     assert str(err.value).endswith(f"holds a {LocalCache.__module__}.{LocalCache.__qualname__}, which is no tensor, "
-                                   "tuple, list or dict (a transformers model returns its key-value cache unless its "
-                                   "config sets use_cache=False)")
+                                   "tuple, list or dict (a transformers model returns its key-value cache unless "
+                                   "called with use_cache=False in kwargs, or built from a config that sets it)")
 
 
 def test_a_failed_export_writes_nothing_but_its_error(capfd):

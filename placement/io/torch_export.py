@@ -289,7 +289,8 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None, 
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             unknown = re.match(r"Found <class '([^']+)'> in output, which is not a known type", first)
             if unknown:   # torch's advice (register a pytree) is not what a model's user needs
-                advice = (" (a transformers model returns its key-value cache unless its config sets use_cache=False)"
+                advice = (" (a transformers model returns its key-value cache unless called with use_cache=False "
+                          "in kwargs, or built from a config that sets it)"
                           if "cache" in unknown[1].lower() else ": return its tensors in a tuple")
                 raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: its output holds a "
                                                      f"{unknown[1]}, which is no tensor, tuple, list or dict"
