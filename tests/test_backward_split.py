@@ -129,6 +129,25 @@ def test_a_joint_plan_whose_backward_calls_wait_in_a_cycle_says_so() -> None:
     assert placement.solve(mirrored).verification.notes == () and "cycle" not in placement.solve(mirrored).message
 
 
+def test_a_joint_plan_whose_backward_call_reads_a_later_forward_gets_no_cycle_note() -> None:
+    """docs/simulator.md, "Limits": f0 -> f1 -> b1 -> b0, every time 1, colour classes {f0, b1} and {f1, b0}.
+    The optimum {f0, b1} | {f1, b0} (max load 2) has device 0's backward call wait for device 1's forward
+    call (b1 reads f1) and device 1's backward call wait for device 0's (b0 reads b1): no two backward calls
+    wait for each other, so the simulator runs it, one backward call per stage and micro-batch, at 3 per
+    sample, and says why; the check notes no cycle (its note would say the simulator refuses the plan)."""
+    from placement.simulation import simulate
+
+    nodes = (Node(0, "f0", (1.0,), colour=0), Node(1, "f1", (1.0,), colour=1),
+             Node(2, "b1", (1.0,), backward=True, colour=0), Node(3, "b0", (1.0,), backward=True, colour=1))
+    problem = Instance(nodes, (Edge(0, 1), Edge(1, 2), Edge(2, 3)), (DeviceType(ACCELERATOR, 2),), "limits")
+    plan = Plan((DeviceAssignment(ACCELERATOR, (0, 2)), DeviceAssignment(ACCELERATOR, (1, 3))))
+    check = placement.verify(problem, plan, contiguity="stages")
+    assert (check.valid, check.max_load, check.notes) == (True, 2.0, ())
+    ran = simulate(problem, plan, "1f1b-async", 64)
+    assert ran.time_per_sample == 3.0
+    assert ran.notes[-1].startswith("the run is slower than the load model (3 against 2 per sample)")
+
+
 def test_verify_prints_the_backward_cycle_note(tmp_path, capsys) -> None:
     """``placement verify`` of :func:`unmirrored_backward`'s optimum gives the note, in text and in JSON, and
     exits 0: the plan is valid (the README's example)."""

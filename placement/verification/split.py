@@ -136,12 +136,12 @@ def _b_call_cycles(problem: Instance, b_dev: dict[int, int], layer: dict[int, in
     return [] if cycle is None else [f"the B tasks of devices {cycle} wait for each other in a cycle"]
 
 
-def _b_call_cycle(problem: Instance, b_dev: dict[int, int], layer: dict[int, int], rank: dict[int, int]
-                  ) -> str | None:
+def _b_call_cycle(problem: Instance, b_dev: dict[int, int], layer: dict[int, int], rank: dict[int, int],
+                  forward_arcs: bool = True) -> str | None:
     """The cycle, as ``a -> b -> a``, in which the devices' B calls wait for each other (module docstring): the
-    backward edges, taken between the devices running the B tasks at their ends, and the forward edges
-    into a B that runs on an earlier stage (``rank``) than the edge's forward node, close a cycle of
-    devices, and still do without the edges to a later stage from a backward node that reads nothing and
+    backward edges, taken between the devices running the B tasks at their ends, and (``forward_arcs``) the
+    forward edges into a B that runs on an earlier stage (``rank``) than the edge's forward node, close a cycle
+    of devices, and still do without the edges to a later stage from a backward node that reads nothing and
     takes no time (whose output is there from the start of a step: the simulator drops those waits where
     they close a cycle, :mod:`placement.simulation.pipeline`)."""
     every: dict[int, set[int]] = {}
@@ -152,6 +152,8 @@ def _b_call_cycle(problem: Instance, b_dev: dict[int, int], layer: dict[int, int
             continue
         if problem.node(e.src).backward:
             a, b = b_dev[e.src], b_dev[e.dst]
+        elif not forward_arcs:
+            continue
         else:
             a, b = layer.get(e.src, -1), b_dev[e.dst]
             if a not in rank or b not in rank or rank[a] <= rank[b]:
@@ -167,16 +169,19 @@ def _b_call_cycle(problem: Instance, b_dev: dict[int, int], layer: dict[int, int
 
 def joint_b_call_cycle(problem: Instance, plan: Plan) -> str | None:
     """For a plan of the joint model in stages (every backward node runs on its own device, in one B call
-    per device and micro-batch), the cycle in which those calls wait for each other (as the split model's
-    rule finds it, :func:`_b_call_cycle`), as ``a -> b -> a``; ``None`` where there is none or the
-    devices have no pipeline order. Where the backward edges mirror the forward ones there is none."""
+    per device and micro-batch), the cycle in which those calls wait for each other through the backward
+    edges (:func:`_b_call_cycle`), as ``a -> b -> a``: the cycle that makes the simulator refuse the plan;
+    ``None`` where there is none or the devices have no pipeline order. Where the backward edges mirror the
+    forward ones there is none. A backward call that waits for a later stage's forward call of the same
+    micro-batch closes no such cycle: such a plan runs, slower than its loads say (docs/simulator.md,
+    "Limits"), and the simulator says so."""
     order = pipeline_order(problem, plan)
     if order is None:
         return None
     rank = {d: i for i, d in enumerate(order)}
     layer = {v: d for d, dev in enumerate(plan.devices) for v in dev.nodes}
     b_dev = {n.id: layer.get(n.id, -1) for n in problem.nodes if n.backward}
-    return _b_call_cycle(problem, b_dev, layer, rank)
+    return _b_call_cycle(problem, b_dev, layer, rank, forward_arcs=False)
 
 
 def joint_b_call_cycle_note(problem: Instance, plan: Plan) -> str | None:
