@@ -578,3 +578,31 @@ def test_a_split_plan_run_reports_the_evaluators_max_load_to_the_last_digit():
     run = placement.simulate(problem, solved, microbatches=16)
     assert (run.max_load, run.model_time_per_sample) == (1.0, 1.0)
     assert run.to_json()["max_load"] == solved.to_json()["maxLoad"] == 1.0
+
+
+def test_a_split_plan_without_a_record_runs_where_it_is_valid_without_moved_b_tasks():
+    """f0 -> f1 -> b1 -> b0, every time 1, colour classes {f0, b1} and {f1, b0}, every task on its layer's
+    device: a split plan whose file records no variant. ``verify`` finds it valid (B at home, no
+    inter-layer rule); the simulator took the inter-layer variant for it, whose no-cycle rule counts the
+    forward edge f1 -> b1 into device 0's B call, and refused it as invalid. It runs: device 1 runs F, waits
+    for device 0's B, then its own B and W, 2.5 per sample where the loads say 2."""
+    import placement
+
+    problem = placement.load({
+        "maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
+        "nodes": [{"id": i, "name": name, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1,
+                   "isBackwardNode": int(name[0] == "b"), "colorClass": colour}
+                  for i, (name, colour) in enumerate((("f0", 0), ("f1", 1), ("b1", 0), ("b0", 1)))],
+        "edges": [{"sourceId": 0, "destId": 1, "cost": 0}, {"sourceId": 1, "destId": 2, "cost": 0},
+                  {"sourceId": 2, "destId": 3, "cost": 0}]})
+    plan = {"devices": [{"type": "accelerator", "nodes": [0, 2], "b_tasks": [2], "w_tasks": [2]},
+                        {"type": "accelerator", "nodes": [1, 3], "b_tasks": [3], "w_tasks": [3]}]}
+    assert placement.verify(problem, plan).valid
+    ran = placement.simulate(problem, plan, microbatches=64)
+    assert (ran.time_per_sample, ran.max_load) == (2.5, 2.0)
+    # B(b0) moved to device 0 needs the inter-layer variant, which the simulator then takes
+    moved = {"devices": [{"type": "accelerator", "nodes": [0, 2], "b_tasks": [2, 3], "w_tasks": [2]},
+                         {"type": "accelerator", "nodes": [1, 3], "w_tasks": [3]}]}
+    assert not placement.verify(problem, moved).valid and placement.verify(problem, moved, inter_layer=True).valid
+    ran = placement.simulate(problem, moved, microbatches=64)
+    assert (ran.time_per_sample, ran.max_load) == (2.5, 2.5)

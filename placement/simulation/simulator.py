@@ -183,11 +183,27 @@ class SimulationResult:
         })
 
 
+def _split_verdict(problem: Instance, plan: Plan, w_placement: str, inter_layer: bool | None,
+                   w_share: float) -> tuple[Any, Any]:
+    """The split model ``plan`` is checked under, and the evaluator's verdict: ``inter_layer=None`` takes the
+    variant without B on the previous stage where the plan is valid there (every B task on its layer's
+    stage: no no-cycle rule, as ``verify`` checks a plan that records no variant), else the one with it."""
+    from placement.problem.split import SplitModel
+    from placement.verification.split import evaluate_split
+
+    for flag in (False, True) if inter_layer is None else (inter_layer,):
+        model = SplitModel(w_placement, flag, w_share)
+        verdict = evaluate_split(problem, plan, model)
+        if verdict.valid:
+            break
+    return model, verdict
+
+
 def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatches: int = 64,
              comm: str = INLINE, w_fraction: float | None = None, engine: str = "heap",
              memory_limit: float = DEFAULT_MEMORY_LIMIT, keep_tasks: bool = True,
              progress: Callable[[str], None] | None = None, w_placement: str = "any",
-             inter_layer: bool = True, calls: int | None = None) -> SimulationResult:
+             inter_layer: bool | None = None, calls: int | None = None) -> SimulationResult:
     """Run ``plan`` (a valid ``stages`` plan of ``problem``) under ``schedule`` for ``microbatches``.
 
     ``comm`` is ``inline`` (communication inside each call, as in the load model)
@@ -202,7 +218,8 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
     those the streamed evaluation cannot hold, go through the event engine and drop the table.
     ``progress``, if given, receives a line every few million tasks of a long streamed run.
     A split-backward plan must be valid under the variant ``w_placement`` / ``inter_layer`` of the
-    split model (by default the most permissive: W anywhere, B also on the previous stage), as
+    split model (by default the most permissive that takes it: W anywhere, and B also on the previous
+    stage where the plan runs one there, whose B calls must then wait in no cycle), as
     :func:`placement.verification.split.evaluate_split` checks it. A plan whose devices list calls (one
     solved for latency) runs each device's calls as one stage, and is refused where one sample could not run
     them (calls that wait on each other in a cycle, or more per accelerator than ``calls``, the limit it was
@@ -212,11 +229,8 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
 
     if is_split_plan(plan):
         # a split plan fixes its W calls: w_fraction is the W share of backward nodes without their own
-        from placement.problem.split import SplitModel
-        from placement.verification.split import evaluate_split
-
-        model = SplitModel(w_placement, inter_layer, DEFAULT_W_SHARE if w_fraction is None else w_fraction)
-        verdict = evaluate_split(problem, plan, model)
+        model, verdict = _split_verdict(problem, plan, w_placement, inter_layer,
+                                        DEFAULT_W_SHARE if w_fraction is None else w_fraction)
         if not verdict.valid:
             raise invalid_plan_error(verdict.evaluation.violations)
         # the max load is the evaluator's, as for joint plans (its exactly rounded sums, not the stages' running ones)
