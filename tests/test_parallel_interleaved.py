@@ -566,3 +566,46 @@ def test_a_proof_cpsat_cannot_trust_is_told_apart_from_the_time_limit():
     assert _open_reason({"open": 2, "doubted": 2, "doubt": doubt}, "before a plan was found") == (
         f"2 shapes left open before a plan was found: {doubt}")
     assert _open_reason({"open": 2}, "before a plan was found") == "the time limit ran out before a plan was found"
+
+
+def crossing_and_memory(activations):
+    """Chain 0 → … → 4, m = 12, 4 devices of 11 bytes, bandwidth 1. At t = 1 times 12, 6, 12, 8, 12 (node 3 with
+    parameters 0.2), no memory: the best plan, S = 2 groups of d = 2 replicas, takes 26/2 + 0.2/6 = 13.0333. At
+    t = 2 every node takes time 3 with ``activations`` as memoryUsageA, and node 0 syncs 11 with node 1: chunks
+    that part them pay a crossing of 22, beyond 13.0333, so every plan of S = 2, d = 1, t = 2 under it has
+    [0 1] as its first chunk, which group 0 holds for up to 4 micro-batches: 4·(A₀ + A₁) against 11."""
+    from placement.io.piper import parse_piper
+
+    def tmpc(name, time, p, a, fw, bw):
+        return {"id": name, "timePerSample": time, "parameterSize": p, "memoryUsageA": a, "memoryUsageB": 0,
+                "syncTimeFw": fw, "syncTimeBw": bw}
+
+    nodes = []
+    for k, (time, p) in enumerate(zip([12, 6, 12, 8, 12], [0, 0, 0, 0.2, 0])):
+        fw = {str(k - 1): 0} if k else {}
+        bw = {str(k + 1): 0} if k < 4 else {}
+        synced = {"1": 11} if k == 0 else bw
+        nodes.append({"id": k, "TMPCs": {"1": [tmpc("a", time, p, 0, fw, bw)],
+                                          "2": [tmpc("b", 3, 0, activations[k], fw, synced)]}})
+    return parse_piper({"maxDevices": 4, "maxMemoryPerDevice": 11, "bandwidth": 1, "mbsInBatch": 12, "nodes": nodes,
+                        "edges": [{"sourceId": k, "destId": k + 1, "communicationCost": 0} for k in range(4)]})
+
+
+@pytest.mark.parametrize("activations", [
+    [1.5, 1.5, 0, 0, 0],
+    [1.3750000000000002, 1.3750000000000002, 0, 0, 0],
+    [1.3750000000000002, 1.375, 0, 0, 0],
+])
+def test_a_shape_whose_plans_under_the_cutoff_exceed_the_memory_as_written_is_closed(activations):
+    """S = 2, d = 1, t = 2 has no plan under 13.0333 that fits (4·3 = 12 bytes; 4·2.7500000000000004 and
+    4·2.7500000000000002 pass 11 as written), but the chain DP's [0 1][2][3][4] takes 9, so the shape went to
+    CP-SAT. With A = 1.5 the crossing's coefficient times T's bound reached 2^62.16 and CP-SAT's proof was not
+    used; with 17 significant digits no decimal unit kept a row within 2^53 and the rounded rows let the plan
+    through; with 1.375 besides, the floating-point sum 2.75 said memory could not bind, and the chain DP's plan
+    was taken unchecked. Each answered feasible 13.0333 with bound 9, 'the time limit ran out before every shape
+    was closed', in under a second."""
+    instance = crossing_and_memory(activations)
+    result = solve_interleaved(instance, chunks=2, time_limit=60)
+    assert (result.status, result.value, result.bound, result.message) == (
+        Status.OPTIMAL, 13.033333333333333, 13.033333333333333, "")
+    assert brute_force_interleaved(instance, chunks=2)[0] == 13.033333333333333

@@ -198,12 +198,14 @@ def lower_bound(instance: PiperInstance, shape: Shape, floors: list[float] | Non
 def memory_can_bind(instance: PiperInstance, shape: Shape, memory: float) -> bool:
     """Whether some plan of ``shape`` could need more than ``memory`` per device: its most micro-batches
     held of any chunk, times every node's largest ``memoryUsageA``, plus every node's largest
-    ``memoryUsageB``, exceeds it (each group's peak is at most that)."""
+    ``memoryUsageB``, exceeds it (each group's peak is at most that), on the sizes as written, as the
+    evaluator decides (:func:`~placement.problem.memory_fit.fits_counted`: a floating-point sum may round
+    below a bound the sizes exceed)."""
     local = instance.microbatches_in_batch // shape.d
     held = max(max(h) for g in range(shape.groups) for h in held_profiles(local, shape.groups, shape.chunks, g))
     tmpcs = [node.configurations[shape.t] for node in instance.nodes]
-    return held * sum(max(c.memory_usage_a for c in cs) for cs in tmpcs) + \
-        sum(max(c.memory_usage_b for c in cs) for cs in tmpcs) > memory
+    return not fits_counted([(max(c.memory_usage_a for c in cs), held) for cs in tmpcs] +
+                            [(max(c.memory_usage_b for c in cs), 1) for cs in tmpcs], memory)
 
 
 def node_alone(instance: PiperInstance, shape: Shape, memory: float) -> int | None:

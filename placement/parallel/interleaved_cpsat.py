@@ -33,24 +33,29 @@ the whole work), or a node's or crossing's cost where one is larger, near ``2^31
 Memory is written in the decimal unit in which every size and the bound are whole numbers as written
 (:func:`placement.problem.memory_fit.decimal_unit`): the rows then decide the model's rule exactly
 (sizes 0.1 and 0.2 fit a bound of 0.3; in binary, scaled and rounded, they did not, and a plan that fits
-was lost). Where no such unit keeps a row within ``2^53``, sizes are multiplied by the power of two that
-keeps the magnitudes of a row's coefficients and its bound summed under ``2^61`` (what CP-SAT's overflow
-check counts), and rounded down, and the bound rounded up past the sizes' rounding. Either way the model
-is exact or a relaxation: its infeasibility and bounds hold for the true data, and the decoded plan is
-re-evaluated exactly by the caller. The backend is the package's CP-SAT backend
+was lost). CP-SAT adds integers exactly up to its overflow limit, so the unit serves while the magnitudes of
+a row's coefficients and its bound summed stay under ``2^61`` (what CP-SAT's overflow check counts), the
+sizes then given as exact integers where a row passes ``2^53`` (sizes of 17 significant digits and a bound
+of 11: a rounded model let a plan 1.6e-15 over the bound through, and called it the shape's optimum). Where
+no such unit fits, sizes are multiplied by the power of two that keeps that sum under ``2^61``, and rounded
+down, and the bound rounded up past the sizes' rounding. Either way the model is exact or a relaxation: its
+infeasibility and bounds hold for the true data, and the decoded plan is re-evaluated exactly by the
+caller. The backend is the package's CP-SAT backend
 (:mod:`placement.solvers.milp.backends.cpsat`: presolve off, overflow watched).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Callable
 
 from placement.io.piper import PiperInstance
 from placement.parallel.interleaved import Shape, held_profiles, memory_can_bind, node_costs, plan_of
 from placement.parallel.plan import ParallelPlan
-from placement.problem.memory_fit import LENIENT, decimal_unit
+from placement.problem.memory_fit import LENIENT, as_written, decimal_unit
 from placement.solvers.milp.backends.base import OutOfTime, SolveOptions
 from placement.solvers.milp.backends.cpsat import SAFE_PRODUCT
 from placement.solvers.milp.heartbeat import heartbeat
@@ -93,20 +98,39 @@ def _memory_activity(tmpcs: dict[int, list[Any]], memory: float, profiles: list[
         + (2 * v + len(tmpcs[u]) - 1) * max(o.memory_usage_b for o in tmpcs[u]) for u in tmpcs)
 
 
+def _decimal_places(values: list[float]) -> int:
+    """The least ``k`` (negative where every value ends in zeros) such that every value, read as its shortest
+    decimal form (:func:`~placement.problem.memory_fit.as_written`), times ``10^k`` is an integer."""
+    places = []
+    for value in values:
+        exact = as_written(value)
+        if exact.denominator > 1:   # a decimal form: 2^a·5^b, cleared by 10^max(a, b)
+            places.append(next(k for k in itertools.count(1) if 10 ** k % exact.denominator == 0))
+        elif exact:
+            digits = str(abs(exact.numerator))
+            places.append(len(digits.rstrip("0")) - len(digits))
+    return max(places, default=0)
+
+
 def _memory_units(nodes: list[int], tmpcs: dict[int, list[Any]], memory: float, largest: float,
-                  activity: float) -> tuple[Callable[[float], float], float]:
+                  activity: float) -> tuple[Callable[[float], float], float, bool]:
     """How the memory rows write a size, and their bound (module docstring, Numbers): in the decimal unit
     in which every size and the bound are whole numbers as written (0.1 + 0.2 fits 0.3, as the evaluator
-    reads them), where ``largest`` (the most any row sums) stays within ``2^53`` in it; else times a
-    power of two that keeps ``activity`` (:func:`_memory_activity`) within :data:`MEMORY_UNITS`, sizes
-    rounded down and the bound rounded up past the rounding of the sizes as written, so that the rows still
-    admit every plan that fits."""
+    reads them), as floats where ``largest`` (the most any row sums) stays within ``2^53`` in it, else as
+    exact integers where ``activity`` (:func:`_memory_activity`) stays within :data:`MEMORY_UNITS` in it;
+    else times a power of two that keeps ``activity`` within :data:`MEMORY_UNITS`, sizes rounded down and
+    the bound rounded up past the rounding of the sizes as written, so that the rows still admit every plan
+    that fits (and may admit one that does not: the last item, ``True`` then)."""
     sizes = [x for u in nodes for o in tmpcs[u] for x in (o.memory_usage_a, o.memory_usage_b)]
     unit = decimal_unit([*sizes, memory], largest)
     if unit is not None:
-        return (lambda x: float(round(x * unit))), float(round(memory * unit))
+        return (lambda x: float(round(x * unit))), float(round(memory * unit)), False
+    places = _decimal_places([*sizes, memory]) if all(map(math.isfinite, [*sizes, memory])) else None
+    if places is not None and math.log10(activity) + places <= math.log10(MEMORY_UNITS):
+        written = Fraction(10) ** places
+        return (lambda x: int(as_written(x) * written)), int(as_written(memory) * written), False
     scale = _power_of_two(activity, MEMORY_UNITS)
-    return (lambda x: float(math.floor(x * scale))), float(math.ceil(memory * (1 + LENIENT) * scale))
+    return (lambda x: float(math.floor(x * scale))), float(math.ceil(memory * (1 + LENIENT) * scale)), True
 
 
 def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff: float | None,
@@ -233,8 +257,9 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
                         be.add([(1, flag), *[(-a, var) for a, var in b(owner, k)], *b(other, k)], lo=0)
                     load += choice_terms([(1, flag)], owner, scaled, f"e{side}{src}_{dst}_{g}", exact=False)
             be.add(load + [(-1, T)], hi=0)
+        rounded = False
         if with_memory:
-            mu, room = _memory_units(nodes, tmpcs, memory, max(memory, worst) * max(1, len(nodes)),
+            mu, room, rounded = _memory_units(nodes, tmpcs, memory, max(memory, worst) * max(1, len(nodes)),
                                      _memory_activity(tmpcs, memory, profiles, v))
             for g in range(S):
                 per_chunk = [[term for u in nodes for term in
@@ -261,6 +286,8 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
                    stop=be.interrupt) as watched:
         raw = be.solve(watched)
     stats = dict(raw.stats, scale=scale, memory_rows=with_memory, size=be.size)
+    if rounded:   # the rows are a relaxation: a plan they admit may not fit as written
+        stats["memory_rounded"] = True
     if be.overflow_risk > SAFE_PRODUCT:   # CP-SAT's proofs on this model are not used (the backend's message)
         stats["doubt"] = raw.message
     wall = time.perf_counter() - started
