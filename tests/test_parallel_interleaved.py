@@ -566,6 +566,10 @@ def test_a_proof_cpsat_cannot_trust_is_told_apart_from_the_time_limit():
     assert _open_reason({"open": 2, "doubted": 2, "doubt": doubt}, "before a plan was found") == (
         f"2 shapes left open before a plan was found: {doubt}")
     assert _open_reason({"open": 2}, "before a plan was found") == "the time limit ran out before a plan was found"
+    unfit = ("no exact unit of the memory sizes keeps CP-SAT's memory rows within its limits, and the optimum of "
+             "the rows rounded does not fit as written")
+    assert _open_reason({"open": 4, "doubted": 1, "doubt": doubt, "unfit": 2}, "before a plan was found") == (
+        f"1 shape left open before a plan was found: {doubt}; 2 others: {unfit}; the time limit ran out for 1 other")
 
 
 def crossing_and_memory(activations):
@@ -609,3 +613,15 @@ def test_a_shape_whose_plans_under_the_cutoff_exceed_the_memory_as_written_is_cl
     assert (result.status, result.value, result.bound, result.message) == (
         Status.OPTIMAL, 13.033333333333333, 13.033333333333333, "")
     assert brute_force_interleaved(instance, chunks=2)[0] == 13.033333333333333
+
+
+def test_a_rounded_memory_row_whose_optimum_does_not_fit_is_named_as_the_reason_a_shape_stays_open():
+    """Sizes 1.3750000000000002 and 1.2345678901234567e-10 need a unit of 10^26: past CP-SAT's limit, the rows
+    are rounded, and their optimum (9: [0 1] first) does not fit as written. The shape stays open at 9."""
+    instance = crossing_and_memory([1.3750000000000002, 1.3750000000000002, 0, 0, 1.2345678901234567e-10])
+    result = solve_interleaved(instance, chunks=2, time_limit=60)
+    assert (result.status, result.value, result.bound) == (Status.FEASIBLE, 13.033333333333333, 9.0)
+    assert result.message == ("1 shape left open before every shape was closed: no exact unit of the memory sizes "
+                              "keeps CP-SAT's memory rows within its limits, and the optimum of the rows rounded does "
+                              "not fit as written")
+    assert (result.stats["open"], result.stats["unfit"]) == (1, 1)

@@ -43,7 +43,8 @@ and a bound otherwise), then to the CP-SAT model of :mod:`.interleaved_cpsat` (m
 scaled to integers and rounded down, so its bounds are bounds of the true optimum). Every plan is
 re-evaluated exactly by :mod:`placement.verification.parallel_interleaved`. ``optimal`` only when
 the least bound over all shapes is within :data:`OPTIMALITY_TOLERANCE` of the evaluated value;
-``feasible`` with the bound and gap when the time limit cut a shape short.
+``feasible`` with the bound and gap when the time limit cut a shape short, or CP-SAT's numbers left one
+open (a proof not used, or rounded memory rows whose optimum does not fit): the message says which.
 """
 
 from __future__ import annotations
@@ -328,15 +329,19 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
         if progress is not None:
             shown = "" if outcome.plan is None else f" {outcome.value:.6g}"
             progress(f"S={shape.groups} d={shape.d} t={shape.t}: {outcome.status}{shown} ({outcome.wall_s:.2f} s)")
+        fits = True
         if outcome.plan is not None:
             ev = evaluate_interleaved(instance, outcome.plan, devices=devices, memory=memory)
+            fits = ev.ok
             if ev.ok and (best is None or ev.value < best[0]):
                 best = (ev.value, outcome.plan, shape)
-        if outcome.status in ("optimal", "infeasible"):
+        if outcome.status in ("optimal", "infeasible") and fits:
             stats["solved" if outcome.status == "optimal" else "infeasible"] += 1
         else:
             stats["open"] += 1
-            if outcome.stats.get("doubt"):
+            if outcome.status == "optimal":   # the model's rounded memory rows let a plan through that does not fit
+                stats["unfit"] = stats.get("unfit", 0) + 1
+            elif outcome.stats.get("doubt"):
                 stats["doubted"] = stats.get("doubted", 0) + 1
                 stats["doubt"] = outcome.stats["doubt"]
         bounds.append(max(bound, outcome.bound))
@@ -375,16 +380,27 @@ def _answer(instance: PiperInstance, best, bounds: list[float], devices: int, me
                           _open_reason(stats, "before every shape was closed"), stats, batch_time=batch, chunks=v)
 
 
+#: why a shape stays open whose CP-SAT optimum does not fit (:func:`_open_reason`)
+UNFIT = ("no exact unit of the memory sizes keeps CP-SAT's memory rows within its limits, and the optimum of the "
+         "rows rounded does not fit as written")
+
+
 def _open_reason(stats: dict[str, Any], when: str) -> str:
-    """Why shapes stayed open: the time limit, no CP-SAT to solve them (the ``milp`` extra), or a model whose
-    numbers CP-SAT cannot handle exactly (its proofs not used)."""
+    """Why shapes stayed open: the time limit, no CP-SAT to solve them (the ``milp`` extra), a model whose
+    numbers CP-SAT cannot handle exactly (its proofs not used), or one whose memory rows were rounded and
+    whose optimum does not fit (:data:`UNFIT`)."""
     if "unavailable" in stats:
         return f"shapes left open {when}: {stats['unavailable']}"
-    if "doubted" in stats:
-        others = stats["open"] - stats["doubted"]
-        return (f"{stats['doubted']} shape{'s' if stats['doubted'] > 1 else ''} left open {when}: {stats['doubt']}"
-                + (f"; the time limit ran out for {others} other{'s' if others > 1 else ''}" if others else ""))
-    return f"the time limit ran out {when}"
+    causes = [(count, why) for count, why in ((stats.get("doubted", 0), stats.get("doubt")),
+                                              (stats.get("unfit", 0), UNFIT)) if count]
+    if not causes:
+        return f"the time limit ran out {when}"
+    parts = [f"{count} {'shape' if k == 0 else 'other'}{'s' if count > 1 else ''}"
+             f"{f' left open {when}' if k == 0 else ''}: {why}" for k, (count, why) in enumerate(causes)]
+    others = stats["open"] - sum(count for count, _ in causes)
+    if others:
+        parts.append(f"the time limit ran out for {others} other{'s' if others > 1 else ''}")
+    return "; ".join(parts)
 
 
 def handoff(instance: PiperInstance, plan: ParallelPlan) -> dict[str, Any]:
