@@ -46,10 +46,8 @@ caller. The backend is the package's CP-SAT backend
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any, Callable
 
 from placement.io.piper import PiperInstance
@@ -98,20 +96,6 @@ def _memory_activity(tmpcs: dict[int, list[Any]], memory: float, profiles: list[
         + (2 * v + len(tmpcs[u]) - 1) * max(o.memory_usage_b for o in tmpcs[u]) for u in tmpcs)
 
 
-def _decimal_places(values: list[float]) -> int:
-    """The least ``k`` (negative where every value ends in zeros) such that every value, read as its shortest
-    decimal form (:func:`~placement.problem.memory_fit.as_written`), times ``10^k`` is an integer."""
-    places = []
-    for value in values:
-        exact = as_written(value)
-        if exact.denominator > 1:   # a decimal form: 2^a·5^b, cleared by 10^max(a, b)
-            places.append(next(k for k in itertools.count(1) if 10 ** k % exact.denominator == 0))
-        elif exact:
-            digits = str(abs(exact.numerator))
-            places.append(len(digits.rstrip("0")) - len(digits))
-    return max(places, default=0)
-
-
 def _memory_units(nodes: list[int], tmpcs: dict[int, list[Any]], memory: float, largest: float,
                   activity: float) -> tuple[Callable[[float], float], float, bool]:
     """How the memory rows write a size, and their bound (module docstring, Numbers): in the decimal unit
@@ -125,10 +109,10 @@ def _memory_units(nodes: list[int], tmpcs: dict[int, list[Any]], memory: float, 
     unit = decimal_unit([*sizes, memory], largest)
     if unit is not None:
         return (lambda x: float(round(x * unit))), float(round(memory * unit)), False
-    places = _decimal_places([*sizes, memory]) if all(map(math.isfinite, [*sizes, memory])) else None
-    if places is not None and math.log10(activity) + places <= math.log10(MEMORY_UNITS):
-        written = Fraction(10) ** places
-        return (lambda x: int(as_written(x) * written)), int(as_written(memory) * written), False
+    if all(map(math.isfinite, [*sizes, memory])):   # the least unit in which the sizes as written are whole
+        q = math.lcm(*(as_written(x).denominator for x in [*sizes, memory]))
+        if activity * q <= MEMORY_UNITS:
+            return (lambda x: int(as_written(x) * q)), int(as_written(memory) * q), False
     scale = _power_of_two(activity, MEMORY_UNITS)
     return (lambda x: float(math.floor(x * scale))), float(math.ceil(memory * (1 + LENIENT) * scale)), True
 
