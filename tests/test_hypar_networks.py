@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -162,3 +163,28 @@ def test_an_empty_network_name_falls_back_to_the_file_name(tmp_path):
     for given in ("", "  "):
         path.write_text(json.dumps({"name": given, "layers": [{"name": "f", "type": "fc", "in": 3, "out": 2}]}))
         assert read_network(path).name == "tiny"
+
+
+ROOT = Path(__file__).parent.parent
+NOT_A_NETWORK = "not a network, which lists its 'layers'"
+
+
+@pytest.mark.parametrize("document, what", [
+    ({"maxSizePerFPGA": 1, "maxFPGAs": 1, "maxCPUs": 0, "nodes": [], "edges": []}, "an instance or a model file"),
+    ({"fpgas": [{"nodes": [1, 2]}], "cpus": []}, "a plan"),
+    ({"format": "placement-hypar/1", "network": "LeNet-c", "planners": []}, "a placement-hypar/1 document"),
+    ({"tensor_cores": [1], "array_width": [64]}, "a design grid"),
+    ({"models": ["gnmt-training"], "chips": [1, 2], "budgets": [[606.68, 300]]}, "a sweep specification"),
+    ({"nodes": 4, "edges": 3, "device_types": []}, "a description of an instance"),
+], ids=["instance", "plan", "hypar output", "grid", "sweep", "instance description"])
+def test_another_document_is_named_not_read_as_a_network_missing_its_layers(document, what):
+    # before: "missing field 'layers'", and for hypar's own output "unknown field 'planners'; did you mean 'layers'?"
+    assert _error(document) == f"the document is {what}, {NOT_A_NETWORK}"
+
+
+def test_an_instance_given_to_hypar_is_named_as_one(capsys):
+    from placement.cli import main
+
+    path = ROOT / "instances" / "tiny" / "chain4.json"
+    assert main(["hypar", str(path), "--accelerators", "4", "--batch", "32"]) == 2
+    assert capsys.readouterr().err == f"error: {path}: the document is an instance or a model file, {NOT_A_NETWORK}\n"

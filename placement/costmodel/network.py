@@ -191,10 +191,30 @@ def _shape(value: Any, where: str, label: str) -> tuple[int, ...]:
     return tuple(items)
 
 
+def _other_document(data: Mapping[str, Any]) -> str | None:
+    """What a document without ``layers`` is instead of a network, where its fields say: an instance or a model
+    file (its ``nodes``), a plan or another document of this package, a design grid or a sweep specification;
+    ``None`` otherwise (a network file that lacks its layers is told so)."""
+    from placement.codesign.template import PARAMETERS
+    from placement.loading import other_document
+
+    if "layers" in data or data.get("format") == FORMAT:
+        return None
+    other = other_document(data) or ("an instance or a model file" if "nodes" in data else None)
+    if not other and set(PARAMETERS) & set(data):
+        other = "a design grid"
+    if not other and {"models", "budgets"} <= set(data):
+        other = "a sweep specification"
+    return other
+
+
 def parse_network(data: Any, name: str = "") -> Network:
     """Build a validated :class:`Network` from the decoded JSON of a network file."""
     if not isinstance(data, dict):
         raise InvalidInstanceError(f"a network must be a JSON object, got {json_type_name(data)}")
+    other = _other_document(data)
+    if other:
+        raise InvalidInstanceError(f"the document is {other}, not a network, which lists its 'layers'")
     misspelt = misspelt_field([data], NETWORK_FIELDS)
     if misspelt is not None:
         raise InvalidInstanceError(misspelling_message(*misspelt[1:]))
