@@ -44,13 +44,30 @@ def other_document(data: Mapping[str, Any]) -> str | None:
     return None
 
 
+def design_document(data: Mapping[str, Any]) -> str | None:
+    """What a document without ``nodes`` is where the co-design reads or wrote it: a design grid (values of the
+    accelerator template's parameters), a sweep specification (its lists of models and budgets) or a co-design
+    result (its chips' designs); ``None`` otherwise."""
+    from placement.codesign.template import PARAMETERS
+
+    if "nodes" in data:
+        return None
+    if set(PARAMETERS) & set(data):
+        return "a design grid"
+    if {"models", "budgets"} <= set(data):
+        return "a sweep specification"
+    if {"designs", "chips"} <= set(data):
+        return "a co-design result"
+    return None
+
+
 def detect_format(data: Any) -> str:
     """The format of a decoded instance document (see the module docstring)."""
     from placement.io.piper_shape import looks_like_piper
 
     if not isinstance(data, Mapping):
         raise InvalidInstanceError(f"the instance must be a JSON object, got {json_type_name(data)}")
-    other = other_document(data)
+    other = other_document(data) or design_document(data)
     if other:
         raise InvalidInstanceError(f"the document is {other}, not an instance, which has 'nodes' and 'edges'"
                                    + ("; a plan goes after its instance (the instance first, then the plan)"

@@ -706,6 +706,38 @@ def test_a_sweep_specification_a_model_and_a_grid_are_told_apart(tmp_path):
                                      "lists models, chips and budgets")
 
 
+@pytest.mark.parametrize("document, what", [
+    ({"name": "tiny", "tensor_cores": [1, 2], "array_width": [64], "array_depth": [128], "vector_cores": [1],
+      "vector_lanes": [128], "buffer_mb": [8]}, "a design grid"),
+    ({"models": ["gnmt-training"], "chips": [1, 2], "budgets": [[606.68, 300]], "objectives": ["throughput"]},
+     "a sweep specification"),
+    ({"status": "optimal", "objective": "throughput", "value": 727.7, "designs": [], "plan": [], "chips": 2},
+     "a co-design result"),
+], ids=["grid", "sweep", "co-design result"])
+def test_a_document_of_the_co_design_is_named_where_an_instance_or_a_plan_is_expected(tmp_path, capsys, document,
+                                                                                         what):
+    """Before, each was read field by field: "instance: unknown field 'array_depth'" (or 'baselines', 'chips'), and
+    a sweep given as a plan was refused for "unknown field 'objectives'; did you mean 'objective'?"."""
+    from placement.codesign.workload import load_workload
+
+    path = write(tmp_path, document)
+    with pytest.raises(InvalidInstanceError) as caught:
+        load(path)
+    assert str(caught.value) == f"{path}: the document is {what}, not an instance, which has 'nodes' and 'edges'"
+    with pytest.raises(InvalidPlanError) as caught:
+        read_plan(path)
+    assert str(caught.value) == (f"{path}: the document is {what}, not a plan, which has 'devices' (or 'fpgas' and "
+                                 "'cpus')")
+    with pytest.raises(InvalidInstanceError) as caught:
+        load_workload(path)
+    assert str(caught.value) == (f"{path}: the document is {what}, not a model file, which has 'nodes' (each with its "
+                                 "operators, or FLOPs and bytes) and 'edges'")
+    instance = Path(__file__).parent.parent / "instances" / "tiny" / "chain4.json"
+    assert _cli().main(["verify", str(instance), str(path)]) == 2
+    assert capsys.readouterr().err == (f"error: {path}: the document is {what}, not a plan, which has 'devices' (or "
+                                       "'fpgas' and 'cpus')\n")
+
+
 def test_a_device_type_built_in_code_takes_none_for_unbounded_memory_as_a_file_takes_null():
     from placement import DeviceType, Instance, Node
 

@@ -35,11 +35,11 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Mapping
 
-from placement.codesign.template import DRAM_BYTES, LINK_BYTES_PER_S, PARAMETERS
+from placement.codesign.template import DRAM_BYTES, LINK_BYTES_PER_S
 from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.io.tarnawski import parse_instance
 from placement.jsonfile import file_stem, json_type_name, json_value_text, load_json
-from placement.loading import other_document
+from placement.loading import design_document, other_document
 from placement.problem.instance import Instance, format_number
 
 
@@ -167,11 +167,7 @@ def _node_operators(raw: Mapping, where: str) -> tuple[Operator, ...]:
 
 def parse_workload(data: Any, name: str = "") -> Workload:
     """A :class:`Workload` from a decoded model file (module docstring)."""
-    other = other_document(data) if isinstance(data, Mapping) else None
-    if isinstance(data, Mapping) and "nodes" not in data and set(PARAMETERS) & set(data):
-        other = "a design grid"
-    if isinstance(data, Mapping) and "nodes" not in data and {"models", "budgets"} <= set(data):
-        other = "a sweep specification"
+    other = (other_document(data) or design_document(data)) if isinstance(data, Mapping) else None
     if other:
         raise InvalidInstanceError(f"the document is {other}, not a model file, which has 'nodes' (each with its "
                                    "operators, or FLOPs and bytes) and 'edges'")

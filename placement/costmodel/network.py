@@ -193,19 +193,14 @@ def _shape(value: Any, where: str, label: str) -> tuple[int, ...]:
 
 def _other_document(data: Mapping[str, Any]) -> str | None:
     """What a document without ``layers`` is instead of a network, where its fields say: an instance or a model
-    file (its ``nodes``), a plan or another document of this package, a design grid or a sweep specification;
+    file (its ``nodes``), a plan or another document of this package, or one of the co-design's;
     ``None`` otherwise (a network file that lacks its layers is told so)."""
-    from placement.codesign.template import PARAMETERS
-    from placement.loading import other_document
+    from placement.loading import design_document, other_document
 
     if "layers" in data or data.get("format") == FORMAT:
         return None
-    other = other_document(data) or ("an instance or a model file" if "nodes" in data else None)
-    if not other and set(PARAMETERS) & set(data):
-        other = "a design grid"
-    if not other and {"models", "budgets"} <= set(data):
-        other = "a sweep specification"
-    return other
+    return (other_document(data) or ("an instance or a model file" if "nodes" in data else None)
+            or design_document(data))
 
 
 def parse_network(data: Any, name: str = "") -> Network:
