@@ -596,6 +596,8 @@ def _log(log: Any) -> str | None:
         raise InvalidParameterError("log", f"must be a file path or None, not {type(log).__name__}")
     if log is None:
         return None
+    if not os.fspath(log):   # no file: probing it wrote "cannot be written: : Is a directory"
+        raise InvalidParameterError("log", "must be a file path or None, not an empty name")
     from placement.whole_file import empty_write, probe_writable
 
     try:

@@ -200,6 +200,14 @@ def test_a_log_on_a_full_device_is_one_error_and_no_endless_read(backend):
         assert said == []   # no model built
 
 
+def test_an_empty_log_name_is_named_as_empty():
+    # it was probed as a file and read "log names a file that cannot be written: : Is a directory"
+    with pytest.raises(InvalidParameterError) as caught:
+        placement.solve(str(CHAIN4), method="milp", log="")
+    assert str(caught.value) == "log must be a file path or None, not an empty name"
+    assert caught.value.parameter == "log"
+
+
 class _FillsUp:
     """A log file on a disk that fills after ``room`` bytes: each write past it fails with ENOSPC."""
 
