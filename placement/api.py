@@ -128,14 +128,38 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
         return _with_record_notes(check_split_plan(problem, checked, model, objective), plan, checked, problem,
                                   otherwise=otherwise)
     refuse_split_options(**given)
+    garbled = None
     if contiguity is None:
         contiguity = recorded_contiguity(plan) or "none"
+        garbled = _garbled_contiguity_note(plan)
     checked = as_plan(plan)
     verification = check_plan(problem, checked, objective=objective, contiguity=contiguity, calls=calls,
                               infer_from_colours=flag("infer_from_colours", False if infer_from_colours is None
                                                       else infer_from_colours),
                               ledger=flag("ledger", False if ledger is None else ledger))
-    return _with_record_notes(verification, plan, checked, problem, otherwise=otherwise)
+    verification = _with_record_notes(verification, plan, checked, problem, otherwise=otherwise)
+    if garbled is None:
+        return verification
+    from dataclasses import replace
+
+    return replace(verification, notes=(garbled, *verification.notes))
+
+
+def _garbled_contiguity_note(plan: Any) -> str | None:
+    """The note that a solved plan (a plan document, or a :class:`placement.Result` read from one) records as its
+    contiguity class something that names no class, so that it is checked for class ``none``, as ``placement
+    verify`` says it; ``None`` where it records a class or nothing."""
+    import json
+
+    from placement.io.plans import garbled_contiguity
+    from placement.verification.evaluate import CONTIGUITY_CLASSES
+
+    garbled = garbled_contiguity(plan)
+    if garbled is None:
+        return None
+    source = "the plan file" if isinstance(plan, dict) else "the result"
+    return (f"{source}'s 'contiguity' names no class ({', '.join(CONTIGUITY_CLASSES)}): "
+            f"{json.dumps(garbled, default=repr)[:40]}; checked for contiguity none")
 
 
 def _with_record_notes(result: Any, plan: Any, checked: Any, problem: Any, objective: str | None = None,

@@ -610,6 +610,17 @@ def test_verify_notes_what_a_plan_record_claims_that_the_check_refutes(tmp_path)
         "throughput, and its claimed value was not checked",)
 
 
+def test_a_recorded_contiguity_that_names_no_class_is_noted_by_the_library_too():
+    """A plan document recording "stagez" as its class was checked as class none with no note, where
+    ``placement verify`` notes it; and a contiguity asked for leaves nothing to note."""
+    document = {**placement.solve(CHAIN4).to_json(), "contiguity": "stagez"}
+    note = ("'contiguity' names no class (none, sets, stages): \"stagez\"; checked for contiguity none")
+    check = placement.verify(CHAIN4, document)
+    assert (check.contiguity, check.valid, check.notes) == ("none", True, (f"the plan file's {note}",))
+    assert placement.verify(CHAIN4, placement.Result.from_json(document)).notes == (f"the result's {note}",)
+    assert placement.verify(CHAIN4, document, contiguity="stages").notes == ()
+
+
 def test_the_claims_of_a_plan_without_an_objective_are_for_throughput():
     """A plan document with no objective_kind is checked for throughput (its default); its objective and bound were
     then no claims at all, where maxLoad beside them was one."""
