@@ -90,7 +90,8 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
         if refusal:   # the plan's record, not an argument: the refusal speaks of the plan
             raise InvalidParameterError("plan", f"{refusal}; pass objective= to check it for another objective")
     asked_calls = calls
-    if calls is None and objective == "latency" and solved_for == "latency":
+    calls_taken = calls is None and objective == "latency" and solved_for == "latency"
+    if calls_taken:
         calls = recorded_calls(plan)   # the call limit the plan was solved and verified with
     given = {"w_placement": w_placement, "inter_layer": inter_layer, "w_share": w_share}
     solved_backward = recorded_backward(plan)
@@ -128,38 +129,43 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
         return _with_record_notes(check_split_plan(problem, checked, model, objective), plan, checked, problem,
                                   otherwise=otherwise)
     refuse_split_options(**given)
-    garbled = None
+    unread = _unread_record_notes(plan, contiguity is None, calls_taken)
     if contiguity is None:
         contiguity = recorded_contiguity(plan) or "none"
-        garbled = _garbled_contiguity_note(plan)
     checked = as_plan(plan)
     verification = check_plan(problem, checked, objective=objective, contiguity=contiguity, calls=calls,
                               infer_from_colours=flag("infer_from_colours", False if infer_from_colours is None
                                                       else infer_from_colours),
                               ledger=flag("ledger", False if ledger is None else ledger))
     verification = _with_record_notes(verification, plan, checked, problem, otherwise=otherwise)
-    if garbled is None:
+    if not unread:
         return verification
     from dataclasses import replace
 
-    return replace(verification, notes=(garbled, *verification.notes))
+    return replace(verification, notes=(*unread, *verification.notes))
 
 
-def _garbled_contiguity_note(plan: Any) -> str | None:
-    """The note that a solved plan (a plan document, or a :class:`placement.Result` read from one) records as its
-    contiguity class something that names no class, so that it is checked for class ``none``, as ``placement
-    verify`` says it; ``None`` where it records a class or nothing."""
+def _unread_record_notes(plan: Any, contiguity: bool, calls: bool) -> tuple[str, ...]:
+    """What a solved plan (a plan document, or a :class:`placement.Result` read from one) records, for the check
+    to take, that cannot be read, as ``placement verify`` says it: a contiguity class that names none (where
+    ``contiguity``, the check takes the class from the record: it checks class ``none``) and a call limit that
+    is no count (where ``calls``, the check takes the limit from the record: it checks none)."""
     import json
 
-    from placement.io.plans import garbled_contiguity
+    from placement.io.plans import garbled_calls, garbled_contiguity
     from placement.verification.evaluate import CONTIGUITY_CLASSES
 
-    garbled = garbled_contiguity(plan)
-    if garbled is None:
-        return None
     source = "the plan file" if isinstance(plan, dict) else "the result"
-    return (f"{source}'s 'contiguity' names no class ({', '.join(CONTIGUITY_CLASSES)}): "
-            f"{json.dumps(garbled, default=repr)[:40]}; checked for contiguity none")
+    notes = []
+    garbled = garbled_contiguity(plan) if contiguity else None
+    if garbled is not None:
+        notes.append(f"{source}'s 'contiguity' names no class ({', '.join(CONTIGUITY_CLASSES)}): "
+                     f"{json.dumps(garbled, default=repr)[:40]}; checked for contiguity none")
+    garbled = garbled_calls(plan) if calls else None
+    if garbled is not None:
+        notes.append(f"{source}'s 'verified.calls' is no positive integer: {json.dumps(garbled, default=repr)[:40]}; "
+                     "checked with no limit on the calls per accelerator")
+    return tuple(notes)
 
 
 def _with_record_notes(result: Any, plan: Any, checked: Any, problem: Any, objective: str | None = None,

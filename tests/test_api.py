@@ -621,6 +621,18 @@ def test_a_recorded_contiguity_that_names_no_class_is_noted_by_the_library_too()
     assert placement.verify(CHAIN4, document, contiguity="stages").notes == ()
 
 
+def test_a_recorded_call_limit_that_is_no_count_is_noted_by_the_library_too():
+    """A latency plan document whose call limit reads "two" was checked with no limit and no note."""
+    diamond = placement.load(str(ROOT / "instances" / "tiny" / "diamond-cpu.json"))
+    document = placement.solve(diamond, objective="latency", calls=2, accelerators=1).to_json()
+    document["verified"]["calls"] = "two"
+    check = placement.verify(diamond, document)
+    assert (check.calls, check.valid, check.notes) == (None, True, (
+        "the plan file's 'verified.calls' is no positive integer: \"two\"; checked with no limit on the calls per "
+        "accelerator",))
+    assert placement.verify(diamond, document, calls=3).notes == ()
+
+
 def test_the_claims_of_a_plan_without_an_objective_are_for_throughput():
     """A plan document with no objective_kind is checked for throughput (its default); its objective and bound were
     then no claims at all, where maxLoad beside them was one."""

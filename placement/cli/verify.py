@@ -150,8 +150,9 @@ def run(args: argparse.Namespace) -> int:
                                         w_share=args.w_share, **devices(args))
     if announce:
         announce("checked: the plan is " + ("valid" if verification.valid else "not valid"))
+    # a call limit the plan file records that is no count: the verdict's notes say so (the library's check took it)
     said = _notes(args, plan, instance, verification, solved_for, split, record, recorded, claimed_calls,
-                  calls_garbled, claimed_class)
+                  claimed_class)
     if args.json:   # the record's refuted claims as fields (the text prints them among the verdict's notes)
         # an invalid plan's value is no verdict on the value it claims
         # and one solved under another backward model than the check's is no claim about the check's value
@@ -179,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _notes(args: argparse.Namespace, plan: Any, instance: Any, verification: Any, solved_for: str | None,
-           split: dict, record: dict, recorded: str, claimed_calls: int | None, calls_garbled: Any,
+           split: dict, record: dict, recorded: str, claimed_calls: int | None,
            claimed_class: str | None) -> list[str]:
     """What the check took from the plan file rather than from the command line, and what it makes of the
     plan's record, one sentence each (printed before the verdict; ``notes`` in JSON, before the verdict's)."""
@@ -209,9 +210,6 @@ def _notes(args: argparse.Namespace, plan: Any, instance: Any, verification: Any
     if claimed_calls is not None:
         said.append(f"checked with at most {claimed_calls} call{'s' if claimed_calls > 1 else ''} per accelerator, "
                     "as the plan file records")
-    if calls_garbled is not None:
-        said.append(f"the plan file's 'verified.calls' is no positive integer: {json.dumps(calls_garbled)[:40]}; "
-                    "checked with no limit on the calls per accelerator")
     if claimed_class not in (None, "none"):
         said.append(f"checked for contiguity {claimed_class}, the class the plan file records it was solved in")
     garbled = garbled_contiguity(plan) if args.contiguity is None and split["backward"] == "joint" else None
