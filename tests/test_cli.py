@@ -909,3 +909,14 @@ def test_running_out_of_memory_is_one_line(monkeypatch, capsys):
     assert main(["solve", CHAIN4, "--quiet"]) == 2
     assert capsys.readouterr().err == ("error: out of memory: this machine cannot hold what the command needs (a "
                                        "coarser graph, fewer devices or micro-batches, or a lower limit takes less)\n")
+
+
+def test_a_file_name_with_a_newline_is_one_line_of_error(tmp_path, capsys):
+    """The error names the file as it is given; a newline in its name had split the error over two lines."""
+    missing = tmp_path / "no\nsuch.json"
+    assert main(["solve", str(missing)]) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path}/no\\nsuch.json: no such file\n"
+    path = tmp_path / "new\nline.json"
+    path.write_text(json.dumps({"nodes": []}))
+    assert main(["info", str(path)]) == 2
+    assert capsys.readouterr().err == (f"error: {tmp_path}/new\\nline.json: instance: missing field 'edges'\n")

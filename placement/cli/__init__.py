@@ -25,6 +25,7 @@ from placement import __version__
 from placement.cli.options import (INTERRUPTED, ReaderOutput, UsageError, open_standard_descriptors, option_name,
                                    to_devnull, unknown_options_hint)
 from placement.errors import InvalidParameterError, PlacementError
+from placement.report.table import printable
 
 COMMANDS: tuple[str, ...] = ("solve", "verify", "info", "simulate", "hypar", "importer", "split", "codesign")
 #: The command each module registers, where the two names differ.
@@ -159,10 +160,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version
         return int(exc.code or 0)
     except UsageError as exc:
-        print(f"error: {unknown_options_hint(parser, argv, _message(exc, parser, argv, args))}", file=sys.stderr)
+        print(f"error: {printable(unknown_options_hint(parser, argv, _message(exc, parser, argv, args)))}",
+              file=sys.stderr)
         return 2
     except PlacementError as exc:
-        print(f"error: {_message(exc, parser, argv, args)}", file=sys.stderr)
+        print(f"error: {printable(_message(exc, parser, argv, args))}", file=sys.stderr)   # a file name's newline too
         return 2
     except MemoryError:   # what the library could not bound beforehand: one line, not a traceback
         print("error: out of memory: this machine cannot hold what the command needs (a coarser graph, fewer "
@@ -230,7 +232,7 @@ def run() -> None:
         if terminated and exc.errno in (errno.EIO, errno.EPIPE):   # the terminal that closed (SIGHUP) takes no output
             status = INTERRUPTED
         else:
-            print(f"error: {_removed_folder() or exc.strerror or exc}", file=sys.stderr)
+            print(f"error: {printable(str(_removed_folder() or exc.strerror or exc))}", file=sys.stderr)
             status = 2
     if status == INTERRUPTED and terminated:   # 143 for SIGTERM, 129 for SIGHUP: as the signal's default would
         status = 128 + terminated[0]
