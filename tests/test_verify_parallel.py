@@ -260,6 +260,17 @@ def test_a_claim_the_check_cannot_read_is_a_note(tmp_path, capsys, fields, note)
     assert placement.verify(inst, {**doc, **fields}).notes == (note,)
 
 
+def test_a_lower_bound_above_the_verified_value_is_a_note():
+    """A parallel plan claiming a bound of 100 on a value the plan attains at 5.75 was read without a word, where a
+    plan of one device per stage is noted for it."""
+    inst = two_nodes()
+    doc = json.loads(json.dumps(placement.solve(inst, schedule="1f1b").to_json()))
+    assert (doc["value"], doc["bound"]) == (5.75, 5.75)
+    assert placement.verify(inst, {**doc, "bound": 100}).notes == (
+        "the plan file claims a lower bound of 100 (largest time per sample), above the verified value 5.75",)
+    assert placement.verify(inst, {**doc, "bound": 5.0}).notes == ()
+
+
 def test_a_stage_figure_the_check_refutes_is_a_note():
     # the 1f1b optimum of two_nodes is one stage of both nodes, d = 4: time per sample 5.75, memory 2 bytes
     # per device, 1 micro-batch in flight; claims other than these were read without a word

@@ -143,11 +143,11 @@ def _simulated_batch(instance: PiperInstance, plan: Any) -> tuple[float | None, 
 
 
 def refuted_claims(record: Mapping[str, Any], verified: ParallelVerification) -> list[str]:
-    """The figures a plan file's ``record`` claims (``value`` of its ``objective``, ``timePerBatch``, and each
-    stage's ``timePerSample``, ``memory`` and ``inFlight``) that the verified ones refute, one sentence each;
-    a figure the record leaves out (or gives as null), or one not verified, is not compared. A claim that
-    cannot be compared — a figure that is not a number, or a ``value`` of an ``objective`` that names none of
-    the objectives — is a sentence saying so."""
+    """The figures a plan file's ``record`` claims (``value`` of its ``objective`` and its lower ``bound``,
+    ``timePerBatch``, and each stage's ``timePerSample``, ``memory`` and ``inFlight``) that the verified ones
+    refute, one sentence each; a figure the record leaves out (or gives as null), or one not verified, is not
+    compared. A claim that cannot be compared — a figure that is not a number, or a ``value`` of an
+    ``objective`` that names none of the objectives — is a sentence saying so."""
     if not verified.valid:
         return []
     objective = record.get("objective")
@@ -162,6 +162,8 @@ def refuted_claims(record: Mapping[str, Any], verified: ParallelVerification) ->
                    f"{json.dumps(objective, default=repr)[:40]}; its claimed value was not checked")
     for key, (what, value) in checked.items():
         out += _refuted(record.get(key), key, "", what, value)
+    if "value" in checked:
+        out += _bound_refuted(record.get("bound"), *checked["value"])
     stages = record.get("stages")
     report = verified.report
     if isinstance(stages, list) and report is not None and len(stages) == len(report.stages):
@@ -172,6 +174,16 @@ def refuted_claims(record: Mapping[str, Any], verified: ParallelVerification) ->
                                          ("inFlight", "micro-batches in flight", figures.in_flight)):
                     out += _refuted(raw.get(key), key, f"stage {k} ", what, value)
     return out
+
+
+def _bound_refuted(bound: Any, what: str, value: float | None) -> list[str]:
+    """The sentence refuting the lower ``bound`` a plan file claims on its objective (``what``) where it lies
+    above the verified ``value``, which the plan itself attains; none where it holds, or where either is
+    missing or no number (a bound is no figure of the plan, and is not otherwise checked)."""
+    if (value is None or isinstance(bound, bool) or not isinstance(bound, numbers.Real) or not math.isfinite(bound)
+            or bound <= value * (1 + CLAIM_TOLERANCE) + 1e-300):
+        return []
+    return [f"the plan file claims a lower bound of {bound!r} ({what}), above the verified value {value!r}"]
 
 
 def _refuted(claim: Any, key: str, where: str, what: str, value: float | None) -> list[str]:
