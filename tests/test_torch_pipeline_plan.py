@@ -2377,3 +2377,31 @@ def test_micro_batches_whose_plans_the_search_did_not_find_are_a_limit_not_a_ref
         plan_pipeline(mlp(), (torch.randn(4, 8),), devices="h100:4", microbatches=2)
     assert (error.value.parameter, str(error.value)) == (
         "time_limit", "no plan found within the limits: time limit reached before any plan")
+
+
+class CastScale(nn.Module):
+    """A scale read through a cast to float32, ``x * (1 + weight.float())``, as Gemma's RMSNorm reads its weight:
+    ``torch.export`` writes a metadata assertion on the weight beside the cast, which nothing reads."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(width))
+
+    def forward(self, x):
+        return x * (1.0 + self.weight.float())
+
+
+def test_a_parameter_read_by_one_stage_through_a_cast_is_held_by_that_stage_alone():
+    # the assertion went to stage 0 (the stage of its latest input, a parameter alone), so stage 0 held the
+    # last scale too, and the stages exchanged its gradient every step
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), CastScale(8), nn.Linear(8, 8), CastScale(8))
+    x = torch.randn(4, 8)
+    pp = plan_pipeline(model, (x,), devices="epyc-7763:2", stages=2, microbatches=2)
+    assert [s.nodes for s in pp.result.plan] == [(0, 1, 4, 5), (2, 3, 6, 7)]
+    assert pp.shared_parameters == {}
+    assert pp.result.stats["shared_parameters"] == {}
+    assert [[k for k, _ in pp.stage_module(s).named_parameters()] for s in range(2)] == [
+        ["0.weight", "0.bias", "1.weight"], ["2.weight", "2.bias", "3.weight"]]
+    out, _ = chained(pp, (x,))
+    assert torch.equal(out, model(x))

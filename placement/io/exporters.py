@@ -681,6 +681,25 @@ def _copy_what_stages_write_into(graph: Any, movable: list[Any], stage: dict[Any
     return [n for n in graph.nodes if n in stage] if added else movable
 
 
+def _place_unused_state_reads(unused: list[Any], stage: dict[Any, int], low: dict[Any, int]) -> None:
+    """Moves each operator of ``unused`` (operators the instance does not hold and nothing reads: the
+    metadata assertions ``torch.export`` writes for a cast of a parameter, ``weight.float()``) that reads a
+    parameter or buffer to the earliest stage whose other operators read it, where that is no earlier than
+    its other inputs (``low``): at the stage of its latest input, stage 0 for a parameter alone, it would
+    make stage 0 a holder of the parameter, whose gradient the stages would then exchange every step."""
+    readers: dict[Any, list[int]] = {}
+    skipped = set(unused)
+    for n, s in stage.items():
+        if n not in skipped:
+            for a in n.all_input_nodes:
+                if a.op == "get_attr":
+                    readers.setdefault(a, []).append(s)
+    for n in unused:
+        held = [min(readers[a]) for a in n.all_input_nodes if a in readers]
+        if held:
+            stage[n] = max(low[n], min(held))
+
+
 def pipe_split_module(program: Any, layout: Layout, plan: Plan, relayed: bool = False) -> Any:
     """The exported program as a ``GraphModule`` reordered stage by stage, with ``pipe_split()`` between stages.
 
@@ -728,6 +747,7 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan, relayed: bool = 
             continue
         users = [stage[u] for u in n.users if u in stage]
         stage[n] = min(users) if users else low[n]
+    _place_unused_state_reads([n for n in movable if n.name not in stage_of_op and not n.users], stage, low)
     for n in movable:
         late = [a for a in n.all_input_nodes if stage.get(a, 0) > stage[n]]
         if late:
