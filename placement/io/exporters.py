@@ -706,7 +706,8 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan, relayed: bool = 
     ``program`` is the ``torch.export.ExportedProgram`` the instance was made from
     (``ImportedModel.source``). Operators the instance does not hold (getitems, shape
     queries, assertions, guards) go to the earliest stage that uses them, or, unused, to
-    the stage of their latest input. For ``torch.distributed.pipelining.pipeline``, a training plan
+    the stage of their latest input, or later to the first stage that otherwise reads a parameter or buffer
+    they read (:func:`_place_unused_state_reads`). For ``torch.distributed.pipelining.pipeline``, a training plan
     may not skip a stage (:func:`require_neighbour_reads`); ``relayed=True`` (for a caller that relays
     such values stage by stage, as :mod:`placement.torch.partition` does) allows it. Without it, a
     stage that writes in place into a value it receives writes into a copy made at its start
