@@ -1065,3 +1065,49 @@ def test_uncalled_entries_leave_out_entries_whose_weights_forward_reads_and_mode
                                 "(torch.jit.script), which torch.export does not trace: put the nn.Module it was "
                                 "scripted from in its place")
     assert [len(m._forward_pre_hooks) for m in (scripted, scripted.b)] == [0, 0]
+
+
+def test_a_value_without_gradient_read_by_two_later_stages_is_no_split_for_torchs_pipeline():
+    """``k``, computed from a buffer alone, needs no gradient, and ``b``'s and ``c``'s stages both read it: torch's
+    ``pipeline()`` marks every floating-point value a training stage sends as needing a gradient and refused this
+    one at the first step (``PipeliningMetadataError: Backward of skip connections not supported yet``), as it did
+    for the rotary tables of a Llama whose layers are on two stages. Read by one later stage, it runs."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from torch import nn
+
+    from placement.costmodel.roofline import make_platform
+    from placement.io.torch_export import import_torch
+
+    class Scaled(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("scale", torch.ones(8))
+            self.a, self.b, self.c = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, x):
+            k = self.scale * 2
+            return self.c(self.b(self.a(x)) * k) * k
+
+    torch.manual_seed(0)
+    platform = make_platform("h100", "epyc-7763", 3, 0)
+    imported = import_torch(Scaled(), (torch.randn(2, 8),), platform=platform, training=True, granularity="operator")
+    instance = imported.instance
+    assert [n["name"] for n in instance["nodes"][:6]] == ["mul", "linear", "linear_1", "mul_1", "linear_2", "mul_2"]
+    assert instance["about"]["gradient_free_reads"] == [[0, 3, 5]]
+    mates = {n["id"]: n["forward"] for n in instance["nodes"] if n["isBackwardNode"]}
+
+    def cut(*groups):
+        return plan(*([*g, *(b for b, f in mates.items() if f in g)] for g in groups))
+
+    lay = layout_from_instance(instance)
+    reason = ("'mul_1' in stage 1 and 'mul_2' in stage 2 read a floating-point value of 'mul' of stage 0, and "
+              "torch's pipeline() sends such a value of a training stage to one stage only "
+              "(placement.torch.plan_pipeline relays it)")
+    for export, name in ((split_points, "a split_spec"), (pipe_split_ops, "a pipe_split program")):
+        with pytest.raises(InvalidParameterError) as err:
+            export(lay, cut([0, 1], [2, 3], [4, 5]))
+        assert str(err.value) == f"plan cannot be written as {name}: {reason}"
+    assert split_points(lay, cut([0, 1, 2, 3], [4, 5])) == ["c"]
+    inference = import_torch(Scaled(), (torch.randn(2, 8),), platform=platform, granularity="operator").instance
+    assert "gradient_free_reads" not in inference["about"]
+    assert split_points(layout_from_instance(inference), plan([0, 1], [2, 3], [4, 5])) == ["b", "c"]

@@ -109,6 +109,7 @@ class Layout:
     returned_inputs: tuple[str, ...] = ()      # the model's inputs it returns as given
     scalar_outputs: tuple[int, ...] = ()       # the nodes whose returned value is 0-dimensional (a loss)
     uncalled: tuple[str, ...] | None = None    # numbered entries forward did not call (None: no record)
+    free_reads: tuple[tuple[int, ...], ...] = ()  # (u, readers...): a gradient-free floating value of u they read
 
     def position(self) -> dict[int, int]:
         return {node.id: k for k, node in enumerate(self.nodes)}
@@ -176,6 +177,11 @@ def layout_from_instance(data: Any) -> Layout:
     if not isinstance(scalar, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v in ids
                                                for v in scalar):
         raise InvalidInstanceError("field 'about.scalar_outputs' must be an array of forward node ids")
+    free = about.get("gradient_free_reads", []) if isinstance(about, dict) else []
+    if not isinstance(free, list) or not all(
+            isinstance(group, list) and len(group) > 2 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                             and v in ids for v in group) for group in free):
+        raise InvalidInstanceError("field 'about.gradient_free_reads' must be an array of arrays of forward node ids")
     uncalled = about.get("uncalled_entries") if isinstance(about, dict) else None
     if uncalled is not None and (not isinstance(uncalled, list) or not all(isinstance(v, str) for v in uncalled)):
         raise InvalidInstanceError("field 'about.uncalled_entries' must be an array of strings")
@@ -184,7 +190,7 @@ def layout_from_instance(data: Any) -> Layout:
                   generator if isinstance(generator, str) else "",
                   tuple((u, v) for u, v in writes if u in ids and v in ids),
                   None if outputs is None else tuple(outputs), tuple(returned_inputs), tuple(scalar),
-                  None if uncalled is None else tuple(uncalled))
+                  None if uncalled is None else tuple(uncalled), tuple(tuple(group) for group in free))
 
 
 def _check_strings(raw: dict, node_id: int) -> None:
@@ -317,10 +323,21 @@ def require_neighbour_reads(layout: Layout, parts: list[list[int]], form: str) -
     gradient flows back along the read (:attr:`Layout.gradient_edges`): torch's ``pipeline()`` sends
     the value on, but runs no backward of such a skip connection (``PipeliningMetadataError: Backward
     of skip connections not supported yet``); :func:`placement.torch.plan_pipeline` relays it stage by
-    stage instead."""
+    stage instead. Nor may two later stages read one floating-point value that needs no gradient
+    (:attr:`Layout.free_reads`: rotary tables computed from a buffer): a training stage sends every
+    floating-point value as one that needs a gradient, and ``pipeline()`` refused one sent to two stages
+    with the same error."""
     if not layout.mates:
         return
     stage_of = {v: k for k, part in enumerate(parts) for v in part}
+    for u, *readers in layout.free_reads:
+        later = sorted({stage_of[v]: v for v in readers if stage_of[v] > stage_of[u]}.items())
+        if len(later) > 1:
+            (first, v), (last, w) = later[0], later[-1]
+            refuse(form, f"{_name(layout, v)!r} in stage {first} and {_name(layout, w)!r} in stage {last} read a "
+                         f"floating-point value of {_name(layout, u)!r} of stage {stage_of[u]}, and torch's "
+                         "pipeline() sends such a value of a training stage to one stage only "
+                         "(placement.torch.plan_pipeline relays it)")
     for u, v in layout.edges:
         if stage_of[v] - stage_of[u] > 1 and (u, v) in layout.gradient_edges:
             refuse(form, f"{_name(layout, v)!r} in stage {stage_of[v]} reads {_name(layout, u)!r} of stage "

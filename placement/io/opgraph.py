@@ -570,6 +570,21 @@ def unused_costed(device: DeviceSpec, count: int, dtypes: set[str]) -> DeviceSpe
     return replace(device, peak_flops=device.peak_flops + tuple((d, top) for d in missing))
 
 
+def gradient_free_reads(pg: PlacementGraph) -> list[list[int]]:
+    """Per floating-point value that needs no gradient (rotary tables or a mask computed from buffers and
+    positions) and that two or more nodes other than the one making it read: that node, then the readers.
+    torch's ``pipeline()`` marks every floating-point value a training stage sends as needing a gradient,
+    and refuses one sent to two later stages (:func:`placement.io.exporters.require_neighbour_reads`)."""
+    needs = gradient_values(pg.graph)
+    ops = pg.graph.ops
+    readers: dict[tuple[int, int], tuple[int, set[int]]] = {}
+    for e, (a, b, _) in enumerate(pg.edges):
+        for i, k in pg.edge_tensors[e]:
+            if ops[i].output_floating(k) and not needs[ops[i].name][k]:
+                readers.setdefault((i, k), (a, set()))[1].add(b)
+    return sorted({(a, *sorted(read)) for a, read in readers.values() if len(read) > 1})
+
+
 def shared_parameters(pg: PlacementGraph, names: Mapping[str, str] | None = None) -> dict[str, tuple[int, ...]]:
     """Trained parameters read by two or more forward nodes of ``pg``, with those nodes (ascending), but those
     the graph cannot show to be one (:attr:`OpGraph.merged`); ``names`` renames the graph's parameter names
@@ -604,7 +619,9 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
     :func:`typed_integer_operators` types the operators on integers), the model's inputs (``inputs``; each node
     lists those it reads), the nodes whose values the model returns (``outputs``, where the graph records them)
     and, for training,
-    the trained parameters several nodes read (``shared_parameters``, :func:`shared_parameters`).
+    the trained parameters several nodes read (``shared_parameters``, :func:`shared_parameters`) and the
+    floating-point values needing no gradient that several nodes read (``gradient_free_reads``,
+    :func:`gradient_free_reads`).
     A node also records ``repeats`` (:attr:`GraphNode.repeats`) where it has any: the modules called more
     than once whose call it begins (a second call of a module is no place a ``split_spec`` can name; an ONNX
     file's module scopes are names, and a scope such as ``shared_1`` may be a module's second call), and
@@ -676,6 +693,7 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
     quantum = _quantise(nodes, edges)
     shared = ({name: list(readers) for name, readers in shared_parameters(pg, parameter_names).items()}
               if training else None)
+    free = gradient_free_reads(pg) if training else []
     returned = set(pg.graph.outputs)
     scalar = set(pg.graph.scalar_outputs)
     return {
@@ -701,6 +719,7 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
             **({"scalar_outputs": [v for v, node in enumerate(pg.nodes) if scalar.intersection(node.ops)]}
                if scalar else {}),
             **({"shared_parameters": shared} if shared else {}),
+            **({"gradient_free_reads": [list(r) for r in free]} if free else {}),
             "units": {"time": "ms", "size": "bytes"},
             "time_quantum_ms": quantum,
         },
