@@ -252,6 +252,38 @@ def test_a_device_filled_exactly_is_no_obstacle_to_the_packing_bound(backend, co
     assert (result.status, result.value, result.bound) == ("optimal", 2.0, 2.0)
 
 
+def _two_devices_filled_exactly() -> Instance:
+    """Two accelerators of memory 0.3 and four nodes of sizes 0.1, 0.1, 0.2, 0.2 (0.6 in all): each device
+    holds one 0.1 and one 0.2, filled exactly as written (0.1 + 0.2 = 0.3). Times a 4, b 2, c 0.5, d 2,
+    transfer costs a 2, b 2, c 1, d 0.3 and one edge c -> a. Apart, c and a each pay c's transfer of 1:
+    {a, d} holds 4 + 2 = 6 at best, so the optimum puts a with c: {a, c} loads 4 + 0.5 = 4.5 (nothing
+    crosses), {b, d} 2 + 2 = 4; no plan is below a's device's 4.5, since a's partner is c or d (sizes)."""
+    types = (DeviceType("accelerator", 2, memory=0.3),)
+    nodes = (Node(39, "a", (4.0,), memory=0.1, out_cost=2.0), Node(19, "b", (2.0,), memory=0.1, out_cost=2.0),
+             Node(29, "c", (0.5,), memory=0.2, out_cost=1.0), Node(15, "d", (2.0,), memory=0.2, out_cost=0.3))
+    return Instance(nodes, (Edge(29, 39),), types, name="filled-exactly")
+
+
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=needs(b)) for b in ("highs", "cbc", "scip", "pulp")])
+def test_devices_filled_exactly_leave_the_model_feasible(backend):
+    """Memory rows scaled by a power of two summed 0.1 and 0.2 one ulp past 0.3, and PuLP's CBC
+    preprocessing called the model infeasible; in whole tenths they are 1 + 2 = 3."""
+    result = placement.solve(_two_devices_filled_exactly(), method="milp", backend=backend, contiguity="none",
+                             warm_start=False, time_limit=30)
+    assert (result.status, result.value, result.bound) == ("optimal", 4.5, 4.5)
+
+
+def test_the_floating_point_memory_rows_count_in_the_datas_own_unit():
+    from placement.solvers.milp.data import scale_memory
+
+    tenths = scale_memory([0.1, 0.2, 0.2], [0.3], integer=False)
+    assert (tenths.sizes, tenths.bounds, tenths.exact) == ((1.0, 2.0, 2.0), (3.0,), True)
+    # 0.30000000000000004 needs a unit of 10^-17: 6 · 10^16 of them is no small integer, and the bound 0.6
+    # times 2^10 (in [2^9, 2^10)) scales them as before
+    fine = scale_memory([0.1, 0.2, 0.30000000000000004], [0.3, 0.6], integer=False)
+    assert fine.sizes == (0.1 * 1024, 0.2 * 1024, 0.30000000000000004 * 1024) and fine.bounds == (0.3 * 1024, 614.4)
+
+
 def memory_edge() -> dict:
     """Seven nodes, memory 10⁷ per accelerator (2) and sizes 5·10⁶ and 20, one CPU. Its ``stages``
     optimum is 15 (the DP's, below): accelerator {1, 2} (load 1 + 2 + out 1, 2: 4 + 3 = 10,

@@ -164,14 +164,18 @@ FLOAT_MEMORY_RESOLUTION = 2.0 ** -10
 #: it a plan one byte over a bound of gigabytes is within the solvers' tolerances, and they took such
 #: plans, or "proved" a worse plan optimal; their models then decide memory only approximately
 FLOAT_MEMORY_DECIDES = 1e-6
+#: the largest binding bound, in the memory data's own unit, up to which a floating-point backend's memory rows
+#: hold whole multiples of that unit (:func:`_whole_memory`): integers this small are exact in every solver
+FLOAT_MEMORY_WHOLE = 2.0 ** 20
 
 
 def _float_memory(sizes: Sequence[float], bounds: Sequence[float], total: float, binding: list[float],
                   binds: Sequence[bool]) -> MemoryData:
     """Memory for a floating-point backend: times the power of two that brings the largest binding bound
-    into ``[2^9, 2^10)``, as :func:`float_scaling` does for times. Sizes in bytes near 10^15 reached
-    the solvers' limits on coefficients (HiGHS takes 10^15 for infinite) and gave false proofs of
-    optimality and infeasibility. Sizes below :data:`FLOAT_MEMORY_RESOLUTION` are taken as 0: a
+    into ``[2^9, 2^10)``, as :func:`float_scaling` does for times, or, where that leaves fractions and the
+    data have a unit of their own that keeps the bounds small (:func:`_whole_memory`), that unit. Sizes in
+    bytes near 10^15 reached the solvers' limits on coefficients (HiGHS takes 10^15 for infinite) and gave
+    false proofs of optimality and infeasibility. Sizes below :data:`FLOAT_MEMORY_RESOLUTION` are taken as 0: a
     coefficient of 2.6e-7 beside bounds of 845 made CBC's preprocessing cut off the optimum, and CBC,
     HiGHS and PuLP then "proved" plans optimal that were not. Leaving them out relaxes the rows, so
     the model misses no plan and its bound stays valid; a plan it returns may exceed a bound by the
@@ -181,13 +185,26 @@ def _float_memory(sizes: Sequence[float], bounds: Sequence[float], total: float,
     is then marked inexact, so that no proof or bound of the solver is used (:mod:`.outcome`)."""
     if not binding:
         return MemoryData(tuple(sizes), tuple(math.inf for _ in bounds), False, True)
+    to_integers = decimal_unit(list(sizes) + binding, total + sum(binding))   # every value times it: an integer
     scale = float_scaling([], max(binding)).scale
+    if (to_integers is not None and to_integers * max(binding) <= FLOAT_MEMORY_WHOLE
+            and not all(float(a * scale).is_integer() for a in list(sizes) + binding)):
+        return _whole_memory(sizes, bounds, binds, to_integers)
     scaled = [a * scale for a in sizes]
     scaled = [0.0 if q < FLOAT_MEMORY_RESOLUTION else q for q in scaled]
-    to_integers = decimal_unit(list(sizes) + binding, total + sum(binding))   # every value times it: an integer
     decides = to_integers is None or to_integers * max(binding) * FLOAT_MEMORY_DECIDES <= 1.0
     return MemoryData(tuple(scaled), tuple(M * scale if b else math.inf for M, b in zip(bounds, binds)),
                       True, decides)
+
+
+def _whole_memory(sizes: Sequence[float], bounds: Sequence[float], binds: Sequence[bool], unit: float) -> MemoryData:
+    """Memory for a floating-point backend in whole multiples of the data's own ``unit`` (every size and
+    binding bound times it is an integer), where the power of two of :func:`_float_memory` leaves fractions:
+    the rows then hold small integers and decide memory exactly, as the model reads it. Scaled by that
+    power of two, sizes 0.1 and 0.2 beside a bound of 0.3 summed to one ulp past it, and PuLP's CBC
+    preprocessing declared a model with a plan infeasible."""
+    return MemoryData(tuple(float(round(a * unit)) for a in sizes),
+                      tuple(float(round(M * unit)) if b else math.inf for M, b in zip(bounds, binds)), True, True)
 
 
 @dataclass(frozen=True)
