@@ -570,7 +570,7 @@ def unused_costed(device: DeviceSpec, count: int, dtypes: set[str]) -> DeviceSpe
     return replace(device, peak_flops=device.peak_flops + tuple((d, top) for d in missing))
 
 
-def gradient_free_reads(pg: PlacementGraph) -> list[list[int]]:
+def gradient_free_reads(pg: PlacementGraph) -> list[tuple[int, ...]]:
     """Per floating-point value that needs no gradient (rotary tables or a mask computed from buffers and
     positions) and that two or more nodes other than the one making it read: that node, then the readers.
     torch's ``pipeline()`` marks every floating-point value a training stage sends as needing a gradient,

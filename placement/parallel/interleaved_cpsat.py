@@ -244,7 +244,7 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
         rounded = False
         if with_memory:
             mu, room, rounded = _memory_units(nodes, tmpcs, memory, max(memory, worst) * max(1, len(nodes)),
-                                     _memory_activity(tmpcs, memory, profiles, v))
+                                              _memory_activity(tmpcs, memory, profiles, v))
             for g in range(S):
                 per_chunk = [[term for u in nodes for term in
                               choice_terms(b(u, c * S + g), u, [mu(o.memory_usage_a) for o in tmpcs[u]],
