@@ -606,3 +606,26 @@ def test_a_split_plan_without_a_record_runs_where_it_is_valid_without_moved_b_ta
     assert not placement.verify(problem, moved).valid and placement.verify(problem, moved, inter_layer=True).valid
     ran = placement.simulate(problem, moved, microbatches=64)
     assert (ran.time_per_sample, ran.max_load) == (2.5, 2.5)
+
+
+def test_a_split_plan_without_a_record_that_fits_no_variant_is_refused_for_what_verify_finds():
+    """The plan of the test above with nodes of 60 bytes on devices of 100: every B task on its layer's device,
+    it is invalid for its memory alone, as ``verify`` says. The simulator tried the inter-layer variant last and
+    refused the plan for that variant's B-call cycle, which this plan, moving no B task, is not held to."""
+    import placement
+
+    problem = placement.load({
+        "maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
+        "nodes": [{"id": i, "name": name, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1, "size": 60,
+                   "isBackwardNode": int(name[0] == "b"), "colorClass": colour}
+                  for i, (name, colour) in enumerate((("f0", 0), ("f1", 1), ("b1", 0), ("b0", 1)))],
+        "edges": [{"sourceId": 0, "destId": 1, "cost": 0}, {"sourceId": 1, "destId": 2, "cost": 0},
+                  {"sourceId": 2, "destId": 3, "cost": 0}]})
+    plan = {"devices": [{"type": "accelerator", "nodes": [0, 2], "b_tasks": [2], "w_tasks": [2]},
+                        {"type": "accelerator", "nodes": [1, 3], "b_tasks": [3], "w_tasks": [3]}]}
+    assert placement.verify(problem, plan).violations == ("device 0 (accelerator): memory 120 exceeds the bound 100",
+                                                          "device 1 (accelerator): memory 120 exceeds the bound 100")
+    with pytest.raises(InvalidParameterError) as raised:
+        placement.simulate(problem, plan, microbatches=4)
+    assert str(raised.value) == ("plan is not valid for this instance: device 0 (accelerator): memory 120 exceeds the "
+                                 "bound 100 (and 1 more; verifying the plan lists them all)")

@@ -187,16 +187,22 @@ def _split_verdict(problem: Instance, plan: Plan, w_placement: str, inter_layer:
                    w_share: float) -> tuple[Any, Any]:
     """The split model ``plan`` is checked under, and the evaluator's verdict: ``inter_layer=None`` takes the
     variant without B on the previous stage where the plan is valid there (every B task on its layer's
-    stage: no no-cycle rule, as ``verify`` checks a plan that records no variant), else the one with it."""
+    stage: no no-cycle rule, as ``verify`` checks a plan that records no variant), else the one with it. A plan
+    valid under neither has the verdict of the variant without it where it runs every B task on its layer's
+    stage (the no-cycle rule of the other does not hold it), as ``verify`` gives it."""
     from placement.problem.split import SplitModel
     from placement.verification.split import evaluate_split
 
-    for flag in (False, True) if inter_layer is None else (inter_layer,):
-        model = SplitModel(w_placement, flag, w_share)
-        verdict = evaluate_split(problem, plan, model)
-        if verdict.valid:
-            break
-    return model, verdict
+    if inter_layer is not None:
+        model = SplitModel(w_placement, inter_layer, w_share)
+        return model, evaluate_split(problem, plan, model)
+    home = SplitModel(w_placement, False, w_share)
+    verdict = evaluate_split(problem, plan, home)
+    layer = {v: d for d, dev in enumerate(plan.devices) for v in dev.nodes}
+    if verdict.valid or all(d == layer.get(u) for u, d in verdict.b_device.items()):
+        return home, verdict
+    model = SplitModel(w_placement, True, w_share)
+    return model, evaluate_split(problem, plan, model)
 
 
 def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatches: int = 64,
