@@ -269,6 +269,10 @@ def test_a_lower_bound_above_the_verified_value_is_a_note():
     assert placement.verify(inst, {**doc, "bound": 100}).notes == (
         "the plan file claims a lower bound of 100 (largest time per sample), above the verified value 5.75",)
     assert placement.verify(inst, {**doc, "bound": 5.0}).notes == ()
+    # an infinite bound lies above every value too (a plan document given as a dict may hold one); NaN is none
+    assert placement.verify(inst, {**doc, "bound": math.inf}).notes == (
+        "the plan file claims a lower bound of inf (largest time per sample), above the verified value 5.75",)
+    assert placement.verify(inst, {**doc, "bound": math.nan}).notes == ()
 
 
 def test_a_stage_figure_the_check_refutes_is_a_note():

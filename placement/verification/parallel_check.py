@@ -178,9 +178,10 @@ def refuted_claims(record: Mapping[str, Any], verified: ParallelVerification) ->
 
 def _bound_refuted(bound: Any, what: str, value: float | None) -> list[str]:
     """The sentence refuting the lower ``bound`` a plan file claims on its objective (``what``) where it lies
-    above the verified ``value``, which the plan itself attains; none where it holds, or where either is
-    missing or no number (a bound is no figure of the plan, and is not otherwise checked)."""
-    if (value is None or isinstance(bound, bool) or not isinstance(bound, numbers.Real) or not math.isfinite(bound)
+    above the verified ``value``, which the plan itself attains (an infinite one too); none where it holds, or
+    where either is missing or no number, NaN included (a bound is no figure of the plan, and is not otherwise
+    checked)."""
+    if (value is None or isinstance(bound, bool) or not isinstance(bound, numbers.Real) or math.isnan(bound)
             or bound <= value * (1 + CLAIM_TOLERANCE) + 1e-300):
         return []
     return [f"the plan file claims a lower bound of {bound!r} ({what}), above the verified value {value!r}"]
