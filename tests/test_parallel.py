@@ -654,7 +654,8 @@ def test_a_time_per_batch_plan_that_needs_the_widened_memory_is_replaced_by_one_
     assert [(stage.nodes, stage.d) for stage in result.plan.stages] == [((0,), 1), ((1, 2, 3, 4, 5, 6, 7, 8), 1)]
     assert result.message == ("the memory figures have no unit in which the DP's sums are exact "
                               "(placement.problem.memory_fit): the plan is the search's on memory bounds narrowed by "
-                              "1e-08, and the bound is m·M* of the DP on bounds widened by 1e-08")
+                              "1e-08, and the bound the search's on bounds widened by 1e-08 (m·M* of its DP, or its "
+                              "branch and bound's)")
     result = placement.solve(fast_at_two(0.4), objective="time-per-batch", schedule="gpipe")
     assert (str(result.status), result.plan, result.bound) == ("infeasible", None, math.inf)
     assert result.message == ("no plan on 2 devices of 0.7999999999999999 bytes: no pipeline of the devices fits "

@@ -310,9 +310,11 @@ def _narrowed_search(instance: PiperInstance, widened: BatchSearch, reachable, m
 def _unproven(stats: dict, instance: PiperInstance) -> str:
     """Why the time-per-batch search left its plan unproven, and what its bound is."""
     if "widened_bound" in stats:
+        stopped = (f"; the branch and bound over every plan stopped at its step limit "
+                   f"({stats['branch_and_bound_nodes']:,} partial plans)" if "branch_and_bound_nodes" in stats else "")
         return ("the memory figures have no unit in which the DP's sums are exact (placement.problem.memory_fit): "
-                f"the plan is the search's on memory bounds narrowed by {LENIENT:g}, and the bound is m·M* of the DP "
-                f"on bounds widened by {LENIENT:g}")
+                f"the plan is the search's on memory bounds narrowed by {LENIENT:g}, and the bound the search's on "
+                f"bounds widened by {LENIENT:g} (m·M* of its DP, or its branch and bound's){stopped}")
     bound = "the bound is m·M* (the batch's micro-batches times the least time per sample)"
     if "branch_and_bound_nodes" in stats:
         return (f"the branch and bound over every plan stopped at its step limit ({stats['branch_and_bound_nodes']:,} "
