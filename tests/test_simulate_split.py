@@ -580,6 +580,24 @@ def test_a_split_plan_run_reports_the_evaluators_max_load_to_the_last_digit():
     assert run.to_json()["max_load"] == solved.to_json()["maxLoad"] == 1.0
 
 
+def crossed_pair(size: float):
+    """f0 -> f1 -> b1 -> b0, every time 1 and every node of ``size`` bytes, two accelerators of 100 bytes,
+    colour classes {f0, b1} and {f1, b0}; and the split plan with every task on its layer's device, which
+    records no variant."""
+    import placement
+
+    problem = placement.load({
+        "maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
+        "nodes": [{"id": i, "name": name, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1, "size": size,
+                   "isBackwardNode": int(name[0] == "b"), "colorClass": colour}
+                  for i, (name, colour) in enumerate((("f0", 0), ("f1", 1), ("b1", 0), ("b0", 1)))],
+        "edges": [{"sourceId": 0, "destId": 1, "cost": 0}, {"sourceId": 1, "destId": 2, "cost": 0},
+                  {"sourceId": 2, "destId": 3, "cost": 0}]})
+    plan = {"devices": [{"type": "accelerator", "nodes": [0, 2], "b_tasks": [2], "w_tasks": [2]},
+                        {"type": "accelerator", "nodes": [1, 3], "b_tasks": [3], "w_tasks": [3]}]}
+    return problem, plan
+
+
 def test_a_split_plan_without_a_record_runs_where_it_is_valid_without_moved_b_tasks():
     """f0 -> f1 -> b1 -> b0, every time 1, colour classes {f0, b1} and {f1, b0}, every task on its layer's
     device: a split plan whose file records no variant. ``verify`` finds it valid (B at home, no
@@ -588,15 +606,7 @@ def test_a_split_plan_without_a_record_runs_where_it_is_valid_without_moved_b_ta
     for device 0's B, then its own B and W, 2.5 per sample where the loads say 2."""
     import placement
 
-    problem = placement.load({
-        "maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
-        "nodes": [{"id": i, "name": name, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1,
-                   "isBackwardNode": int(name[0] == "b"), "colorClass": colour}
-                  for i, (name, colour) in enumerate((("f0", 0), ("f1", 1), ("b1", 0), ("b0", 1)))],
-        "edges": [{"sourceId": 0, "destId": 1, "cost": 0}, {"sourceId": 1, "destId": 2, "cost": 0},
-                  {"sourceId": 2, "destId": 3, "cost": 0}]})
-    plan = {"devices": [{"type": "accelerator", "nodes": [0, 2], "b_tasks": [2], "w_tasks": [2]},
-                        {"type": "accelerator", "nodes": [1, 3], "b_tasks": [3], "w_tasks": [3]}]}
+    problem, plan = crossed_pair(size=0)
     assert placement.verify(problem, plan).valid
     ran = placement.simulate(problem, plan, microbatches=64)
     assert (ran.time_per_sample, ran.max_load) == (2.5, 2.0)
@@ -614,15 +624,7 @@ def test_a_split_plan_without_a_record_that_fits_no_variant_is_refused_for_what_
     refused the plan for that variant's B-call cycle, which this plan, moving no B task, is not held to."""
     import placement
 
-    problem = placement.load({
-        "maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
-        "nodes": [{"id": i, "name": name, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1, "size": 60,
-                   "isBackwardNode": int(name[0] == "b"), "colorClass": colour}
-                  for i, (name, colour) in enumerate((("f0", 0), ("f1", 1), ("b1", 0), ("b0", 1)))],
-        "edges": [{"sourceId": 0, "destId": 1, "cost": 0}, {"sourceId": 1, "destId": 2, "cost": 0},
-                  {"sourceId": 2, "destId": 3, "cost": 0}]})
-    plan = {"devices": [{"type": "accelerator", "nodes": [0, 2], "b_tasks": [2], "w_tasks": [2]},
-                        {"type": "accelerator", "nodes": [1, 3], "b_tasks": [3], "w_tasks": [3]}]}
+    problem, plan = crossed_pair(size=60)
     assert placement.verify(problem, plan).violations == ("device 0 (accelerator): memory 120 exceeds the bound 100",
                                                           "device 1 (accelerator): memory 120 exceeds the bound 100")
     with pytest.raises(InvalidParameterError) as raised:
