@@ -152,15 +152,13 @@ def _unread_record_notes(plan: Any, contiguity: bool, calls: bool) -> tuple[str,
     is no count (where ``calls``, the check takes the limit from the record: it checks none)."""
     import json
 
-    from placement.io.plans import garbled_calls, garbled_contiguity
-    from placement.verification.evaluate import CONTIGUITY_CLASSES
+    from placement.io.plans import garbled_calls, garbled_contiguity, unread_contiguity_note
 
     source = "the plan file" if isinstance(plan, dict) else "the result"
     notes = []
     garbled = garbled_contiguity(plan) if contiguity else None
     if garbled is not None:
-        notes.append(f"{source}'s 'contiguity' names no class ({', '.join(CONTIGUITY_CLASSES)}): "
-                     f"{json.dumps(garbled, default=repr)[:40]}; checked for contiguity none")
+        notes.append(unread_contiguity_note(source, garbled))
     garbled = garbled_calls(plan) if calls else None
     if garbled is not None:
         notes.append(f"{source}'s 'verified.calls' is no positive integer: {json.dumps(garbled, default=repr)[:40]}; "

@@ -10,7 +10,6 @@ change the exit status (:mod:`placement.verification.ledger`).
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import asdict
 from typing import Any
 
@@ -185,7 +184,7 @@ def _notes(args: argparse.Namespace, plan: Any, instance: Any, verification: Any
     """What the check took from the plan file rather than from the command line, and what it makes of the
     plan's record, one sentence each (printed before the verdict; ``notes`` in JSON, before the verdict's)."""
     import placement
-    from placement.io.plans import as_plan, garbled_contiguity
+    from placement.io.plans import as_plan, garbled_contiguity, unread_contiguity_note
 
     said = []
     if solved_for is not None and solved_for != "throughput" and args.objective == solved_for:
@@ -214,6 +213,5 @@ def _notes(args: argparse.Namespace, plan: Any, instance: Any, verification: Any
         said.append(f"checked for contiguity {claimed_class}, the class the plan file records it was solved in")
     garbled = garbled_contiguity(plan) if args.contiguity is None and split["backward"] == "joint" else None
     if garbled is not None:
-        said.append(f"the plan file's 'contiguity' names no class ({', '.join(CONTIGUITY_CLASSES)}): "
-                    f"{json.dumps(garbled)[:40]}; checked for contiguity none")
+        said.append(unread_contiguity_note("the plan file", garbled))
     return said

@@ -439,6 +439,15 @@ def garbled_contiguity(plan: object) -> object | None:
     return None if found is None or (isinstance(found, str) and found in CONTIGUITY_CLASSES) else found
 
 
+def unread_contiguity_note(source: str, garbled: object) -> str:
+    """The note on a contiguity class ``garbled`` that a plan's record (``source``: "the plan file", "the
+    result") gives and that names no class, which the check then takes as ``none``."""
+    from placement.verification.evaluate import CONTIGUITY_CLASSES
+
+    return (f"{source}'s 'contiguity' names no class ({', '.join(CONTIGUITY_CLASSES)}): "
+            f"{json.dumps(garbled, default=repr)[:40]}; checked for contiguity none")
+
+
 def recorded_objective_refusal(problem: Any, objective: str) -> str | None:
     """Why ``problem`` cannot take ``objective``, the objective a plan records it was solved for, as
     words about the plan (``records a solve for throughput-gpipe, which is for training graphs; ...``);

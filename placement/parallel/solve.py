@@ -300,7 +300,7 @@ def _narrowed_search(instance: PiperInstance, widened: BatchSearch, reachable, m
                                   forward_share=forward_share, max_sets=max_sets, strict_memory=True)
     if again.plan is None:
         return again
-    lower = widened.bound if math.isfinite(widened.bound) else 0.0
+    lower = widened.bound   # finite: the widened search had a plan, whose time bounds it from above
     proven = again.proven or again.value <= lower * (1 + AGREEMENT_TOLERANCE)
     stats = {**again.stats, "widened_bound": lower}
     return dataclasses.replace(again, bound=again.value if proven else min(max(again.bound, lower), again.value),
