@@ -373,3 +373,41 @@ def test_an_unconfirmed_highs_proof_says_how_cp_sat_ended(second, why):
     assert (found.status, found.objective, found.plan) == (Status.FEASIBLE, 3.0, plan)
     assert found.message == (f"highs's claim of optimality not confirmed: cp-sat did not prove it {why}, so it is "
                              "not relied on")
+
+
+def _gigabytes_summed_in_floating_point() -> dict:
+    """Two accelerators of memory 1.0 (no CPU), three nodes and no edges: a of 0.1 + 0.2 = 0.30000000000000004
+    (computed in floating point, written with 17 digits) taking 3, b of 0.7 and c of 0.6 taking 1 each. Two
+    nodes share a device only as a and c (0.90000000000000004 as written; a and b make 1.00000000000000004 and
+    b and c 1.3, both over 1.0), so the plans are {a, c} and {b}: the optimum is 4, above the simple bound
+    max(5 / 2, 3) = 3. No power of two or ten under 2^53 makes the sizes whole (10^17 · 0.3 is past it)."""
+    return {"maxSizePerFPGA": 1.0, "maxFPGAs": 2, "maxCPUs": 0, "edges": [],
+            "nodes": [{"id": 0, "supportedOnFpga": 1, "fpgaLatency": 3, "cpuLatency": 9, "size": 0.1 + 0.2},
+                      {"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 9, "size": 0.7},
+                      {"id": 2, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 9, "size": 0.6}]}
+
+
+@needs("cp-sat")
+@pytest.mark.parametrize("contiguity", ["none", "sets", "stages"])
+def test_cp_sat_proves_with_sizes_summed_in_floating_point(contiguity):
+    """CP-SAT's memory rows count the sizes in exact integers of 10^-17 (Python's, past a float's exact range),
+    so its proof stands; rounded, they had left it unused (``feasible`` at the simple bound 3)."""
+    result = placement.solve(_gigabytes_summed_in_floating_point(), method="milp", backend="cp-sat",
+                             contiguity=contiguity, warm_start=False, time_limit=20)
+    assert (result.status, result.value, result.bound, result.message) == ("optimal", 4.0, 4.0, "")
+    assert sorted(sorted(stage.nodes) for stage in result.plan) == [[0, 2], [1]]
+
+
+def test_integer_memory_counts_the_sizes_as_written():
+    """Sizes 0.30000000000000004 (7500000000000001 / 2.5 · 10^16 in lowest terms), 0.7 and 0.6 with a bound
+    of 1.0: the least unit in which all are whole is 4 · 10^-17 (the denominators' lcm is 2.5 · 10^16), in which
+    they are 7500000000000001, 17500000000000000, 15000000000000000 and 25000000000000000, exact. With a size of 1e16 beside them the total is past 2^61 in
+    that unit: the sizes are then rounded up and the bound down (not exact), as before."""
+    from placement.solvers.milp.data import scale_memory
+
+    memory = scale_memory([0.1 + 0.2, 0.7, 0.6], [1.0], integer=True)
+    assert memory.sizes == (7500000000000001, 17500000000000000, 15000000000000000)
+    assert memory.bounds == (25000000000000000,) and memory.exact and memory.binds
+    assert all(isinstance(a, int) for a in memory.sizes + memory.bounds)
+    wide = scale_memory([0.1 + 0.2, 0.7, 1e16], [1.0], integer=True)
+    assert not wide.exact and wide.bounds[0] < 2 ** 53

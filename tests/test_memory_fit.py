@@ -34,6 +34,18 @@ def test_the_decimal_unit_makes_every_size_an_integer():
     assert decimal_unit([60432384.0, 2147483648.0], 2.2e9) == 2.0 ** -13   # the smallest: both are multiples of 2^13
     assert decimal_unit([1 / 3], 1.0) is None              # no power of ten or two up to 10^12 or 2^40
     assert decimal_unit([0.1], 2.0 ** 53) is None           # its total would pass 2^53
+    assert decimal_unit([0.375, 0.5], 0.875) == 8.0         # 3/8 is 0.375 as written, too
+
+
+def test_a_power_of_two_unit_is_taken_only_where_the_values_are_as_written():
+    """0.1 + 0.2 and 0.2 + 0.4 computed in floating point are whole numbers of 2^-52 (1351079888211149 and
+    2702159776422298, which sum to 0.9000000000000001's 4053239664633447), but as written 0.30000000000000004
+    and 0.6000000000000001 sum to 0.90000000000000014, over that bound: in that unit sums are not the sums as
+    written, and there is no unit (10^17 would take the total past 2^53)."""
+    values = [0.1 + 0.2, 0.2 + 0.4, 0.9000000000000001]
+    assert [v * 2.0 ** 52 for v in values] == [1351079888211149.0, 2702159776422298.0, 4053239664633447.0]
+    assert not fits(values[:2], values[2])
+    assert decimal_unit(values, sum(values)) is None
 
 
 def two_nodes(size_1: float, size_2: float, memory: float, cpus: int = 1) -> dict:
@@ -264,3 +276,36 @@ def test_the_dp_on_sizes_without_an_exact_unit_agrees_with_brute_force(doc):
         assert result.status in ("feasible", "no_solution")
         assert result.bound <= truth.objective * (1 + 1e-12)
         assert result.plan == () or result.value >= truth.objective * (1 - 1e-12)
+
+
+
+def _over_by_digits_a_float_hides(colour: bool) -> dict:
+    """Two accelerators of memory 0.9000000000000001 and a CPU, no edges; a and c of 0.1 + 0.2 =
+    0.30000000000000004, b of 0.2 + 0.4 = 0.6000000000000001. As written a and b make 0.90000000000000014, over
+    the bound (in floating point, 0.9000000000000001: on it), b and c too; a and c make 0.60000000000000008.
+
+    Without colours, times on an accelerator a 1, b 1, c 2 (10 on the CPU): {a, c} and {b} give max(3, 1) = 3,
+    the optimum (a node on the CPU costs 10); {a, b} and {c}, 2, does not fit. With a and b one colour class,
+    every time 1 but c's 10 on the CPU: the class fits no accelerator, so it goes to the CPU (2) and c to an
+    accelerator (1): the optimum is 2; the class on an accelerator looked as good, and does not fit."""
+    a, b = 0.1 + 0.2, 0.2 + 0.4
+    nodes = [{"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1 if colour else 10, "size": a},
+             {"id": 2, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1 if colour else 10, "size": b},
+             {"id": 3, "supportedOnFpga": 1, "fpgaLatency": 1 if colour else 2, "cpuLatency": 10, "size": a}]
+    if colour:
+        nodes[0]["colorClass"] = nodes[1]["colorClass"] = 7
+    return {"maxSizePerFPGA": 0.9000000000000001, "maxFPGAs": 2, "maxCPUs": 1, "edges": [], "nodes": nodes}
+
+
+@pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
+@pytest.mark.parametrize("colour, optimum, devices", [(False, 3.0, [[1, 3], [2]]), (True, 2.0, [[1, 2], [3]])])
+@pytest.mark.parametrize("contiguity", ["none", "sets", "stages"])
+def test_sizes_that_exceed_a_bound_only_as_written_are_refused(colour, optimum, devices, contiguity):
+    """Memory summed in units of 2^-52 (or a class's sum rounded to a float) let the model put a and b on one
+    accelerator, whose plan then failed verification (``no_solution``); CP-SAT now counts the sizes as
+    written, in integers of 2 · 10^-17 (see :func:`_over_by_digits_a_float_hides`)."""
+    result = placement.solve(_over_by_digits_a_float_hides(colour), method="milp", backend="cp-sat",
+                             contiguity=contiguity, warm_start=False, time_limit=20)
+    assert (result.status, result.value, result.bound) == ("optimal", optimum, optimum), result.message
+    assert sorted(sorted(stage.nodes) for stage in result.plan) == devices
+    assert placement.solve(_over_by_digits_a_float_hides(colour)).status == "optimal"   # auto

@@ -159,15 +159,12 @@ def test_scale_for_a_tiny_largest_value():
 def test_the_milp_places_a_tiny_node_where_no_accelerator_has_memory():
     doc = {"maxSizePerFPGA": 0, "maxFPGAs": 1, "maxCPUs": 1, "edges": [],
            "nodes": [{"id": 0, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1, "size": 1e-300 / 3}]}
-    """The memory scale for 1e-300 / 3 is capped (see above), so sizes are rounded up and the solver's
-    answer is no proof. The plan is verified, and its value 1 meets the instance's lower bound (the
-    node's time on the CPU, the only device with room for it), which proves it. With the default
-    start (the DP's plan, already of that value) no model is built."""
+    """No power of two or ten under 2^53 makes 1e-300 / 3 whole (see above), but its shortest decimal form,
+    3333333333333333e-316, is an integer of 10^-316: the memory rows hold 3333333333333333 against a bound of
+    0, exactly, and CP-SAT's proof of the value 1 (the node on the CPU, the only device with room for it)
+    stands with no note. With the default start (the DP's plan, already of that value) no model is built."""
     result = placement.solve(doc, method="milp", warm_start=False, time_limit=10)
-    assert result.status == "optimal"
-    assert "memory rounded conservatively" in result.message
-    assert "meets the instance's lower bound" in result.message
-    assert result.value == 1.0
+    assert (result.status, result.value, result.bound, result.message) == ("optimal", 1.0, 1.0, "")
     started = placement.solve(doc, method="milp", time_limit=10)
     assert (started.status, started.value) == ("optimal", 1.0)
     assert started.message == ("started from a plan of value 1; the solver was not run; the starting plan meets "

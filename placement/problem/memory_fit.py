@@ -93,7 +93,7 @@ def as_written(value: float) -> Fraction:
     return Fraction(int(value)) if _whole(value) else Fraction(repr(value))
 
 
-def _as_written(values: Iterable[float]) -> Fraction:
+def written_sum(values: Iterable[float]) -> Fraction:
     """The exact sum of ``values`` read as their shortest decimal forms (what ``repr`` prints)."""
     return sum(map(as_written, values), Fraction(0))
 
@@ -101,7 +101,7 @@ def _as_written(values: Iterable[float]) -> Fraction:
 def written_sum_text(sizes: Iterable[float]) -> str:
     """``Σ sizes`` on the sizes as written, exactly, as decimal text (``9007199254740993`` for 2^53 and 1,
     whose floating-point sum is 2^53): what a message shows where the rounded sum would look like it fits."""
-    total = _as_written(sizes)
+    total = written_sum(sizes)
     places = 0   # decimal forms: the denominator is 2^a·5^b, so some 10^places is a multiple of it
     while (10 ** places) % total.denominator:
         places += 1
@@ -119,11 +119,11 @@ def decimal_sum(sizes: Iterable[float]) -> float:
         return float(sum(sizes))   # integers summing to below 2^53: the float sum is exact
     if any(not math.isfinite(a) for a in sizes):
         return math.fsum(sizes)
-    return float(_as_written(sizes))
+    return float(written_sum(sizes))
 
 
 def decimal_unit(values: Sequence[float], total: float) -> float | None:
     """The unit of :func:`placement.problem.units.exact_unit` for ``values`` whose sum is ``total``,
     with that sum at most :data:`EXACT_TOTAL`; ``None`` when there is none. In that unit every sum of
     the values is exact, and a value is its shortest decimal form."""
-    return exact_unit(values, total, EXACT_TOTAL)
+    return exact_unit(values, total, EXACT_TOTAL, written=True)

@@ -16,14 +16,20 @@ from typing import Sequence
 UNITS = tuple(sorted({2.0 ** k for k in range(-40, 41)} | {10.0 ** k for k in range(-12, 13)}))
 
 
-def exact_unit(values: Sequence[float], largest: float, cap: float) -> float | None:
+def exact_unit(values: Sequence[float], largest: float, cap: float, *, written: bool = False) -> float | None:
     """The smallest of :data:`UNITS` in which every value is an integer (module docstring), with
     ``largest`` times it at most ``cap``; past them (values finer than 10^-12 and 2^-40), the power of
     ten of the values' longest shortest decimal form, or the power of two of their finest binary
-    digit, where one of them is such a unit; ``None`` when there is none."""
+    digit, where one of them is such a unit; ``None`` when there is none. With ``written`` (sums that
+    must be the sums of the values as written, as memory's are), a power of two counts only where every
+    value's binary value is its shortest decimal form: 0.1 + 0.2 computed in floating point,
+    0.30000000000000004, is a whole number of 2^-52, but 2^-52 times that number is not 0.30000000000000004,
+    and 0.30000000000000004 and 0.6000000000000001 summed in that unit met a bound of 0.9000000000000001
+    that, as written, they exceed by 4e-17."""
     import numpy as np
 
     array = np.asarray(values, dtype=np.float64)
+    binary_as_written: list[bool] = []   # found once, when a power of two is first in question
 
     def integral(unit: float) -> bool:
         with np.errstate(over="ignore"):
@@ -31,13 +37,35 @@ def exact_unit(values: Sequence[float], largest: float, cap: float) -> float | N
         whole = np.round(scaled)
         return bool(np.array_equal(scaled, whole) and np.array_equal(whole / unit, array))
 
+    def allowed(unit: float) -> bool:
+        if not written or _power_of_ten(unit):
+            return True
+        if not binary_as_written:
+            binary_as_written.append(all(map(_binary_is_as_written, array.tolist())))
+        return binary_as_written[0]
+
     for unit in UNITS:
         if largest * unit > cap:
             return None
-        if integral(unit):
+        if integral(unit) and allowed(unit):
             return unit
     finer = sorted(unit for unit in _finest_units(array.tolist()) if unit > UNITS[-1] and largest * unit <= cap)
-    return next((unit for unit in finer if integral(unit)), None)
+    return next((unit for unit in finer if integral(unit) and allowed(unit)), None)
+
+
+def _power_of_ten(unit: float) -> bool:
+    """Whether ``unit`` is a power of ten as a float (``10.0 ** k``)."""
+    return unit > 0 and unit == 10.0 ** round(math.log10(unit))
+
+
+def _binary_is_as_written(value: float) -> bool:
+    """Whether ``value``'s binary value is exactly its shortest decimal form (what ``repr`` prints): true of
+    integers below 2^53 and of 0.375, not of 0.30000000000000004 (0.3000000000000000444...)."""
+    from decimal import Decimal
+
+    if value.is_integer() and abs(value) < 2.0 ** 53:
+        return True
+    return not math.isfinite(value) or Decimal(value) == Decimal(repr(value))
 
 
 def _finest_units(values: list[float]) -> list[float]:

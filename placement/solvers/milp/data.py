@@ -31,10 +31,13 @@ by *another* variable's bound, and with ``widest`` and ``load_ub`` both near ``2
 times and costs are first capped at the power of two at or above twice that value
 (:func:`capped_to`), which no plan worth finding reaches, and the cap stands for the largest load:
 the rounding unit then follows that value, not the instance's largest time (unless it is fine
-enough already). Memory is scaled exactly where a power of two or ten allows it under ``2^53``,
-and otherwise rounded conservatively (sizes up, bounds down): every plan found then fits, but
-the model may miss plans that fit, so neither its bound nor an infeasibility verdict is a proof
-(``memory_exact`` is False).
+enough already). Memory is scaled exactly where a power of two or ten allows it under ``2^53``; else
+it is written in exact (Python) integers of the least unit in which the groups' sizes, summed as
+written, and the binding bounds are whole, where they add up to at most ``2^61`` in it (sizes in
+gigabytes computed in floating point, such as 0.30000000000000004, need 10^-17); and otherwise
+rounded conservatively (sizes up, bounds down): every plan found then fits, but the model may miss
+plans that fit, so neither its bound nor an infeasibility verdict is a proof (``memory_exact`` is
+False).
 
 Floating-point backends (CBC, SCIP, HiGHS, PuLP) get times and costs multiplied by the power
 of two that brings the largest load into ``[2^9, 2^10)`` (:func:`float_scaling`): exact, and it
@@ -49,13 +52,15 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass
-from typing import Sequence
+from fractions import Fraction
+from typing import Callable, Sequence, TypeVar
 
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import decimal_sum, decimal_unit, which_bind
+from placement.problem.memory_fit import as_written, decimal_sum, decimal_unit, which_bind, written_sum
 from placement.problem.units import exact_unit
 
 MEMORY_MAX_SCALED = 2.0 ** 53
+Number = TypeVar("Number", float, Fraction)
 
 
 @dataclass(frozen=True)
@@ -68,15 +73,20 @@ class Scaling:
     integer: bool = True
 
 
-def choose_scale(values: Sequence[float], largest: float, max_scaled: float) -> Scaling:
+def choose_scale(values: Sequence[float], largest: float, max_scaled: float, *, written: bool = False) -> Scaling:
     """Smallest power of two or ten making every value an integer with ``largest · scale ≤ max_scaled``
-    (:func:`placement.problem.units.exact_unit`); else the largest power of two within the cap
-    (``exact`` False)."""
-    unit = exact_unit(values, largest, max_scaled)
+    (:func:`placement.problem.units.exact_unit`; with ``written``, one in which the values are their shortest
+    decimal forms, as memory is summed); else the largest power of two within the cap (``exact`` False)."""
+    unit = exact_unit(values, largest, max_scaled, written=written)
     if unit is not None:
         return Scaling(unit, True)
     if largest <= 0:
         return Scaling(1.0, True)
+    return rounding_scale(largest, max_scaled)
+
+
+def rounding_scale(largest: float, max_scaled: float) -> Scaling:
+    """The largest power of two ``s`` with ``largest · s ≤ max_scaled`` (``largest > 0``), as an inexact scale."""
     # a difference of logarithms: the quotient itself overflows for a tiny ``largest``; the power
     # is capped within a float's range
     return Scaling(2.0 ** min(math.floor(math.log2(max_scaled) - math.log2(largest)), 1000), False)
@@ -132,20 +142,34 @@ class MemoryData:
 
 
 def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool,
-                 binds: Sequence[bool] | None = None) -> MemoryData:
+                 binds: Sequence[bool] | None = None,
+                 written: Callable[[], Sequence[Fraction]] | None = None) -> MemoryData:
     """Memory for the model: exact where a power of two or ten under ``2^53`` makes every size and
-    binding bound an integer, else conservatively rounded (see the module docstring). ``binds`` says
-    which bounds the whole graph does not fit, by the model's rule on the nodes' sizes as written
-    (:func:`placement.problem.memory_fit.fits`; the sizes here are sums, rounded); by default, those
-    below the sum of ``sizes``."""
+    binding bound an integer, or, for an integer backend, in exact integers of the unit in which the
+    sizes and bounds as written are whole (:func:`_integer_memory`); else conservatively rounded (see
+    the module docstring). ``binds`` says which bounds the whole graph does not fit, by the model's rule
+    on the nodes' sizes as written (:func:`placement.problem.memory_fit.fits`; the sizes here are sums,
+    rounded); by default, those below the sum of ``sizes``. ``written`` gives the sizes' exact values
+    (each the sum of its nodes' sizes as written), called only where those are needed; by default each
+    size as written."""
     total = sum(sizes)
     if binds is None:
         binds = [math.isfinite(M) and M < total for M in bounds]
     binding = [M for M, b in zip(bounds, binds) if b]
     if not integer:
         return _float_memory(sizes, bounds, total, binding, binds)
-    scaling = (choose_scale(list(sizes) + binding, total, MEMORY_MAX_SCALED) if binding
+    scaling = (choose_scale(list(sizes) + binding, total, MEMORY_MAX_SCALED, written=True) if binding
                else Scaling(1.0, True))
+    if binding:
+        exact = list(written()) if written else [as_written(a) for a in sizes]
+        if scaling.exact and any(as_written(a) != w for a, w in zip(sizes, exact) if a):
+            # a sum rounded to a float: 0.30000000000000004 + 0.6000000000000001 is 0.9000000000000001,
+            # which a bound of 0.9000000000000001 meets, but as written the sum is 0.90000000000000014
+            scaling = rounding_scale(total, MEMORY_MAX_SCALED)
+        if not scaling.exact:
+            whole = _integer_memory(exact, bounds, binds)
+            if whole is not None:
+                return whole
 
     def model(a: float, up: bool) -> float:
         q = a * scaling.scale
@@ -154,6 +178,31 @@ def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool,
     return MemoryData(tuple(model(a, True) for a in sizes),
                       tuple(model(M, False) if b else math.inf for M, b in zip(bounds, binds)),
                       bool(binding), scaling.exact)
+
+
+#: the most the sizes and the largest binding bound may add up to in exact integer memory (:func:`_integer_memory`):
+#: a memory row's coefficients and its bound then stay within CP-SAT's overflow limit of ``2^62``
+MEMORY_MAX_INTEGER = 2 ** 61
+
+
+def _integer_memory(written: Sequence[Fraction], bounds: Sequence[float], binds: Sequence[bool]) -> MemoryData | None:
+    """Memory in exact integers for an integer backend: the sizes ``written`` (exact) and the binding bounds as
+    written, times the least common multiple of their denominators (the least unit in which all are whole);
+    ``None`` where some value is not finite or they add up to more than :data:`MEMORY_MAX_INTEGER` in it. The
+    integers are Python's own, past a float's exact range: sizes in gigabytes computed in floating point
+    (0.30000000000000004 beside 0.3) have no power of ten under ``2^53`` that makes them whole, and their
+    rounded rows had left CP-SAT's proofs unused (``feasible`` at the simple bound where the optimum was
+    proven on exact data)."""
+    limits = [M for M, b in zip(bounds, binds) if b]
+    if not all(map(math.isfinite, [*map(float, written), *limits])):
+        return None
+    exact_limits = [as_written(M) for M in limits]
+    unit = math.lcm(*(value.denominator for value in [*written, *exact_limits]))
+    if (sum(abs(value) for value in written) + max(exact_limits, default=0)) * unit > MEMORY_MAX_INTEGER:
+        return None
+    return MemoryData(tuple(int(value * unit) for value in written),
+                      tuple(int(as_written(M) * unit) if b else math.inf for M, b in zip(bounds, binds)),
+                      bool(limits), True)
 
 
 #: sizes below this many model units are left out of a floating-point backend's memory rows: about
@@ -288,11 +337,11 @@ def memory_binds(problem: Instance, types: Sequence[int]) -> list[bool]:
     return which_bind([v.memory for v in problem.nodes], [problem.device_types[t].memory for t in types])
 
 
-def counted_sizes(sizes: Sequence[float], runs: Sequence[Sequence[bool]], binds: Sequence[bool]) -> list[float]:
+def counted_sizes(sizes: Sequence[Number], runs: Sequence[Sequence[bool]], binds: Sequence[bool]) -> list[Number]:
     """``sizes`` as the memory rows count them: a group that no device with a binding bound runs (``runs[g][k]``:
     whether the ``k``-th device type or device of ``binds`` runs group ``g``) never counts against a bound, so its
     size (a CPU-only node's 1e16 bytes) is 0, where it would leave the others no exact unit (as in the DP's sums)."""
-    return [size if any(b and r for b, r in zip(binds, row)) else 0.0 for size, row in zip(sizes, runs)]
+    return [size if any(b and r for b, r in zip(binds, row)) else type(size)(0) for size, row in zip(sizes, runs)]
 
 
 def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, max_product: float,
@@ -360,8 +409,11 @@ def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, m
 
     values, widest = spread()
     binds = memory_binds(problem, types)
-    m_raw = counted_sizes(m_raw, [[q is not None for q in rf] for rf in pf_raw], binds)
-    memory = scale_memory(m_raw, [problem.device_types[t].memory for t in types], integer, binds)
+    runs = [[q is not None for q in rf] for rf in pf_raw]
+    m_raw = counted_sizes(m_raw, runs, binds)
+    memory = scale_memory(m_raw, [problem.device_types[t].memory for t in types], integer, binds,
+                          lambda: counted_sizes([written_sum(nodes[v].memory for v in members) for members in groups],
+                                                runs, binds))
 
     cap: float | None = None
     if integer:

@@ -29,7 +29,7 @@ from typing import Callable
 
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import decimal_sum
+from placement.problem.memory_fit import decimal_sum, written_sum
 from placement.solvers.milp.data import (CostNode, Scaling, choose_scale, counted_sizes, float_scaling, float_time,
                                          memory_binds, scale_memory)
 
@@ -135,7 +135,9 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float,
     runs = [[all(nodes[i].times[t] is not None for i in members) for t in bounded] for members in classes]
     memory = scale_memory(counted_sizes([decimal_sum(nodes[i].memory for i in members) for members in classes],
                                         runs, binds),
-                          [types[t].memory for t in bounded], integer, binds)
+                          [types[t].memory for t in bounded], integer, binds,
+                          lambda: counted_sizes([written_sum(nodes[i].memory for i in members) for members in classes],
+                                                runs, binds))
     return LatencyData(classes, group, acc, rank,
                        [[None if q is None else t_model(q) for q in row] for row in p_acc_raw],
                        [None if q is None else t_model(q) for q in p_cpu_raw], cpu_type, list(memory.sizes),

@@ -231,8 +231,9 @@ def memory_slack(sizes: Sequence[float], bound: float) -> float:
     whose sums are exact (an integer backend's scaled data, byte counts), else :data:`MEMORY_SLACK` of
     it, so that a sum rounded up in floating point (0.2 + 0.1 above 0.3) does not exclude an assignment
     that fits. Fitting more only lowers the values found, so the floor stays a lower bound."""
-    if math.isinf(bound) or (float(bound).is_integer() and all(float(a).is_integer() for a in sizes)
-                             and math.fsum(sizes) <= 2.0 ** 53):
+    if math.isinf(bound) or (isinstance(bound, int) and all(isinstance(a, int) for a in sizes)):
+        return 0.0   # exact integer memory (:func:`.data._integer_memory`): sums of Python integers are exact
+    if float(bound).is_integer() and all(float(a).is_integer() for a in sizes) and math.fsum(sizes) <= 2.0 ** 53:
         return 0.0
     return MEMORY_SLACK * abs(bound)
 
@@ -263,7 +264,7 @@ def packing_search(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: H
     fits = [[s for s in slots if time_on[i][s] is not None] for i in range(len(items))]
     size = [d.m[v] for v in items]
     room = [d.M[kinds[s]] if d.memory_binds else math.inf for s in slots]
-    room = [r + memory_slack(size, r) for r in room]
+    room = [r + (memory_slack(size, r) or 0) for r in room]   # an integer bound stays one
     pays = [d.pays[kinds[s]] for s in slots]
     fitting = [(v, {k: d.p(v, k) for k in d.fits(v)}) for v in q if q[v] > 0]
     ratio = [min((times[kinds[s]] / q[v] for v, times in fitting if kinds[s] in times), default=math.inf)
@@ -287,7 +288,7 @@ def packing_search(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: H
     paid = [0.0] * len(kinds)          # inner hyperedges cut so far
     pair = [0.0] * len(kinds)          # the largest cut({v}, {w}), v on the slot, w placed elsewhere
     load = [0.0] * len(kinds)          # compute + max(paid, pair) on paying slots: a lower bound on the value
-    held = [0.0] * len(kinds)
+    held: list[float] = [0] * len(kinds)   # an integer sum while the sizes are integers: exact
     members = [0] * len(kinds)
     where = [-1] * len(items)
     order_placed: list[int] = []               # positions placed, in order
@@ -544,7 +545,7 @@ def extend(d: GroupData, kinds: Sequence[int], assignment: dict[int, int], moves
             of_group[v].append(e)
     inside = [[0] * len(edges) for _ in slots]       # members of each hyperedge on each slot
     load = [0.0] * len(kinds)
-    held = [0.0] * len(kinds)
+    held: list[float] = [0] * len(kinds)   # an integer sum while the sizes are integers: exact
     room = [d.M[kinds[s]] if d.memory_binds else math.inf for s in slots]
     where = [-1] * n
 
