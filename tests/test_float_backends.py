@@ -401,8 +401,9 @@ def test_cp_sat_proves_with_sizes_summed_in_floating_point(contiguity):
 def test_integer_memory_counts_the_sizes_as_written():
     """Sizes 0.30000000000000004 (7500000000000001 / 2.5 · 10^16 in lowest terms), 0.7 and 0.6 with a bound
     of 1.0: the least unit in which all are whole is 4 · 10^-17 (the denominators' lcm is 2.5 · 10^16), in which
-    they are 7500000000000001, 17500000000000000, 15000000000000000 and 25000000000000000, exact. With a size of 1e16 beside them the total is past 2^61 in
-    that unit: the sizes are then rounded up and the bound down (not exact), as before."""
+    they are 7500000000000001, 17500000000000000, 15000000000000000 and 25000000000000000, exact. With a size
+    of 1e16 beside them the total is past 2^61 in that unit: the sizes are then rounded up and the bound down
+    (not exact), as before."""
     from placement.solvers.milp.data import scale_memory
 
     memory = scale_memory([0.1 + 0.2, 0.7, 0.6], [1.0], integer=True)
