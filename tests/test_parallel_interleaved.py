@@ -560,16 +560,31 @@ def test_a_proof_cpsat_cannot_trust_is_told_apart_from_the_time_limit():
 
     doubt = ("a coefficient times a bound reaches 2^62.2 in the CP-SAT model, beyond what it handles exactly: its "
              "proofs are not used")
-    stats = {"open": 3, "doubted": 1, "doubt": doubt}
+    stats = {"open": 3, "doubted": 1, "doubts": {doubt: 1}}
     assert _open_reason(stats, "before every shape was closed") == (
         f"1 shape left open before every shape was closed: {doubt}; the time limit ran out for 2 others")
-    assert _open_reason({"open": 2, "doubted": 2, "doubt": doubt}, "before a plan was found") == (
+    assert _open_reason({"open": 2, "doubted": 2, "doubts": {doubt: 2}}, "before a plan was found") == (
         f"2 shapes left open before a plan was found: {doubt}")
     assert _open_reason({"open": 2}, "before a plan was found") == "the time limit ran out before a plan was found"
     unfit = ("no exact unit of the memory sizes keeps CP-SAT's memory rows within its limits, and the optimum of "
              "the rows rounded does not fit as written")
-    assert _open_reason({"open": 4, "doubted": 1, "doubt": doubt, "unfit": 2}, "before a plan was found") == (
+    assert _open_reason({"open": 4, "doubted": 1, "doubts": {doubt: 1}, "unfit": 2}, "before a plan was found") == (
         f"1 shape left open before a plan was found: {doubt}; 2 others: {unfit}; the time limit ran out for 1 other")
+
+
+def test_shapes_doubted_for_different_reasons_are_told_each_reason():
+    """Two shapes whose CP-SAT proofs were not used, at different magnitudes, and a third at the first one's: the
+    message names both reasons with their counts (it named only the last shape's, for all three)."""
+    from placement.parallel.interleaved import _open_reason
+
+    def doubt(power):
+        return (f"a coefficient times a bound reaches 2^{power} in the CP-SAT model, beyond what it handles "
+                "exactly: its proofs are not used")
+
+    stats = {"open": 4, "doubted": 3, "doubts": {doubt(62.2): 2, doubt(63.5): 1}}
+    assert _open_reason(stats, "before every shape was closed") == (
+        f"2 shapes left open before every shape was closed: {doubt(62.2)}; 1 other: {doubt(63.5)}; the time limit "
+        "ran out for 1 other")
 
 
 def crossing_and_memory(activations):

@@ -44,7 +44,8 @@ scaled to integers and rounded down, so its bounds are bounds of the true optimu
 re-evaluated exactly by :mod:`placement.verification.parallel_interleaved`. ``optimal`` only when
 the least bound over all shapes is within :data:`OPTIMALITY_TOLERANCE` of the evaluated value;
 ``feasible`` with the bound and gap when the time limit cut a shape short, or CP-SAT's numbers left one
-open (a proof not used, or rounded memory rows whose optimum does not fit): the message says which.
+open (a proof not used, with each distinct reason, or rounded memory rows whose optimum does not fit): the
+message says which.
 """
 
 from __future__ import annotations
@@ -343,7 +344,8 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
                 stats["unfit"] = stats.get("unfit", 0) + 1
             elif outcome.stats.get("doubt"):
                 stats["doubted"] = stats.get("doubted", 0) + 1
-                stats["doubt"] = outcome.stats["doubt"]
+                doubts = stats.setdefault("doubts", {})
+                doubts[outcome.stats["doubt"]] = doubts.get(outcome.stats["doubt"], 0) + 1
         bounds.append(max(bound, outcome.bound))
     return _answer(instance, best, bounds, devices, memory, v, started, stats)
 
@@ -387,12 +389,12 @@ UNFIT = ("no exact unit of the memory sizes keeps CP-SAT's memory rows within it
 
 def _open_reason(stats: dict[str, Any], when: str) -> str:
     """Why shapes stayed open: the time limit, no CP-SAT to solve them (the ``milp`` extra), a model whose
-    numbers CP-SAT cannot handle exactly (its proofs not used), or one whose memory rows were rounded and
-    whose optimum does not fit (:data:`UNFIT`)."""
+    numbers CP-SAT cannot handle exactly (its proofs not used; each distinct reason with its count of shapes),
+    or one whose memory rows were rounded and whose optimum does not fit (:data:`UNFIT`)."""
     if "unavailable" in stats:
         return f"shapes left open {when}: {stats['unavailable']}"
-    causes = [(count, why) for count, why in ((stats.get("doubted", 0), stats.get("doubt")),
-                                              (stats.get("unfit", 0), UNFIT)) if count]
+    causes = [(count, why) for why, count in stats.get("doubts", {}).items()] + \
+        [(count, UNFIT) for count in [stats.get("unfit", 0)] if count]
     if not causes:
         return f"the time limit ran out {when}"
     parts = [f"{count} {'shape' if k == 0 else 'other'}{'s' if count > 1 else ''}"
