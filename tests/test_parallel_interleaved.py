@@ -566,8 +566,9 @@ def test_a_proof_cpsat_cannot_trust_is_told_apart_from_the_time_limit():
     assert _open_reason({"open": 2, "doubted": 2, "doubts": {doubt: 2}}, "before a plan was found") == (
         f"2 shapes left open before a plan was found: {doubt}")
     assert _open_reason({"open": 2}, "before a plan was found") == "the time limit ran out before a plan was found"
-    unfit = ("no exact unit of the memory sizes keeps CP-SAT's memory rows within its limits, and the optimum of "
-             "the rows rounded does not fit as written")
+    unfit = ("no exact unit of the memory sizes keeps CP-SAT's memory rows within its limits, and rounded rows did "
+             "not close it: the optima of rows widened (every plan that fits passes) did not fit as written, and no "
+             "plan of rows narrowed (every plan that passes fits) met their bound")
     assert _open_reason({"open": 4, "doubted": 1, "doubts": {doubt: 1}, "unfit": 2}, "before a plan was found") == (
         f"1 shape left open before a plan was found: {doubt}; 2 others: {unfit}; the time limit ran out for 1 other")
 
@@ -630,13 +631,93 @@ def test_a_shape_whose_plans_under_the_cutoff_exceed_the_memory_as_written_is_cl
     assert brute_force_interleaved(instance, chunks=2)[0] == 13.033333333333333
 
 
-def test_a_rounded_memory_row_whose_optimum_does_not_fit_is_named_as_the_reason_a_shape_stays_open():
+def test_a_shape_whose_rounded_memory_rows_pass_a_plan_that_does_not_fit_is_closed_without_it():
     """Sizes 1.3750000000000002 and 1.2345678901234567e-10 need a unit of 10^26: past CP-SAT's limit, the rows
-    are rounded, and their optimum (9: [0 1] first) does not fit as written. The shape stays open at 9."""
+    are rounded, and the optimum of the rows widened (9: [0 1] first) does not fit as written. The rows narrowed
+    pass no plan under the cutoff 13.0333, and the widened rows with that plan cut off neither: S = 2, d = 1,
+    t = 2 has no plan under it that fits, and the answer is proven. (The shape stayed open at 9: feasible.)"""
+    instance = crossing_and_memory([1.3750000000000002, 1.3750000000000002, 0, 0, 1.2345678901234567e-10])
+    result = solve_interleaved(instance, chunks=2, time_limit=60)
+    assert (result.status, result.value, result.bound, result.message) == (
+        Status.OPTIMAL, 13.033333333333333, 13.033333333333333, "")
+    assert {key: result.stats[key] for key in ("solved", "infeasible", "pruned", "open", "narrowed")} == {
+        "solved": 1, "infeasible": 1, "pruned": 1, "open": 0, "narrowed": 1}
+    assert brute_force_interleaved(instance, chunks=2)[0] == 13.033333333333333
+
+
+def test_a_shape_neither_the_narrowed_rows_nor_the_cuts_close_stays_open_at_the_widened_bound(monkeypatch):
+    """As above with no plan that does not fit cut off: the narrowed rows pass nothing under the cutoff, and the
+    shape stays open at the widened optimum 9, with the reason."""
+    import placement.parallel.interleaved as interleaved
+
+    monkeypatch.setattr(interleaved, "MAX_EXCLUDED", 0)
     instance = crossing_and_memory([1.3750000000000002, 1.3750000000000002, 0, 0, 1.2345678901234567e-10])
     result = solve_interleaved(instance, chunks=2, time_limit=60)
     assert (result.status, result.value, result.bound) == (Status.FEASIBLE, 13.033333333333333, 9.0)
-    assert result.message == ("1 shape left open before every shape was closed: no exact unit of the memory sizes "
-                              "keeps CP-SAT's memory rows within its limits, and the optimum of the rows rounded does "
-                              "not fit as written")
-    assert (result.stats["open"], result.stats["unfit"]) == (1, 1)
+    assert result.message == (
+        "1 shape left open before every shape was closed: no exact unit of the memory sizes keeps CP-SAT's memory "
+        "rows within its limits, and rounded rows did not close it: the optima of rows widened (every plan that "
+        "fits passes) did not fit as written, and no plan of rows narrowed (every plan that passes fits) met their "
+        "bound")
+    assert (result.stats["open"], result.stats["unfit"], result.stats["narrowed"]) == (1, 1, 1)
+
+
+def crossing_with_a_lean_option(memory):
+    """:func:`crossing_and_memory` with activations 1.3750000000000002 on nodes 0 and 1 and 1.2345678901234567e-10
+    on node 4 (no decimal unit within CP-SAT's limit), ``memory`` bytes, and node 0 given a second TMPC at t = 2,
+    'c': time 3, no memory. At S = 2, d = 1, t = 2 the plans under 13.0333 take 9, [0 1] first, which group 0
+    holds for 4 micro-batches: 4·2.7500000000000004 = 11.0000000000000016 with 'b', 4·1.3750000000000002 with
+    'c'."""
+    instance = crossing_and_memory([1.3750000000000002, 1.3750000000000002, 0, 0, 1.2345678901234567e-10])
+    first = instance.nodes[0]
+    lean = replace(first.configurations[2][0], id="c", memory_usage_a=0.0)
+    nodes = (replace(first, configurations={**first.configurations, 2: (*first.configurations[2], lean)}),
+             *instance.nodes[1:])
+    return replace(instance, nodes=nodes, max_memory_per_device=memory)
+
+
+def layout_01(instance, tmpc):
+    """The plan [0 1] [2] [3] [4] of S = 2, d = 1, t = 2, node 0 in TMPC ``tmpc``, the others in 'b'."""
+    chunks = [(0, 1), (2,), (3,), (4,)]
+    return ParallelPlan(tuple(ParallelStage(nodes, 1, 2, {u: tmpc if u == 0 else "b" for u in nodes})
+                              for nodes in chunks), "interleaved", 2)
+
+
+def test_memory_rows_narrowed_pass_only_plans_that_fit_and_widened_every_plan_that_fits():
+    """With 11.000000000000002 bytes, node 0 in 'b' fits (11.0000000000000016 as written) by less than 1e-8 of
+    the memory: the widened rows pass it (optimal 9), the narrowed ones do not (the plan in 'c' instead), and
+    with 'c' cut off the narrowed rows pass nothing under the cutoff. With 11 bytes 'b' does not fit."""
+    from placement.parallel.interleaved import Shape
+    from placement.parallel.interleaved_cpsat import solve_shape
+
+    shape = Shape(2, 1, 2, 2)
+    instance = crossing_with_a_lean_option(11.000000000000002)
+    wide = solve_shape(instance, shape, 11.000000000000002, cutoff=13.04, time_limit=20, exclude=(
+        layout_01(instance, "c"),))
+    assert (wide.status, wide.value, wide.plan) == ("optimal", 9.0, layout_01(instance, "b"))
+    assert wide.stats["memory_rounded"] is True
+    assert evaluate_interleaved(instance, wide.plan).ok
+    narrow = solve_shape(instance, shape, 11.000000000000002, cutoff=13.04, time_limit=20, narrowed=True)
+    assert (narrow.status, narrow.value, narrow.plan) == ("optimal", 9.0, layout_01(instance, "c"))
+    narrow = solve_shape(instance, shape, 11.000000000000002, cutoff=13.04, time_limit=20, narrowed=True,
+                         exclude=(layout_01(instance, "c"),))
+    assert narrow.status == "infeasible"
+    assert not evaluate_interleaved(crossing_with_a_lean_option(11.0), layout_01(instance, "b")).ok
+
+
+def test_a_narrowed_plan_that_meets_the_widened_bound_closes_the_shape():
+    """The widened rows' optimum, node 0 in 'b', does not fit 11 bytes; the narrowed rows' plan, in 'c', takes the
+    same 9, which the widened optimum bounds: the shape is closed with it, no plan cut off."""
+    from placement.parallel.interleaved import Shape, _narrowed_shape
+    from placement.parallel.interleaved_cpsat import ShapeOutcome
+
+    instance = crossing_with_a_lean_option(11.0)
+    widened = ShapeOutcome("optimal", layout_01(instance, "b"), 9.0, 9.0, 0.0, {"memory_rounded": True})
+    budget = dict(cutoff=13.04, time_limit=20, threads=1, hint=None)
+    outcome = _narrowed_shape(instance, Shape(2, 1, 2, 2), 11.0, 4, widened, budget, math.inf, None)
+    assert (outcome.status, outcome.value, outcome.bound, outcome.plan) == (
+        "optimal", 9.0, 9.0, layout_01(instance, "c"))
+    assert "excluded" not in outcome.stats and "unfit" not in outcome.stats
+    result = solve_interleaved(instance, chunks=2, time_limit=60)
+    assert (result.status, result.value, result.bound) == (Status.OPTIMAL, 9.0, 9.0)
+    assert brute_force_interleaved(instance, chunks=2)[0] == 9.0

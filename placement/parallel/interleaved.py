@@ -41,11 +41,15 @@ incumbent is closed. A shape goes first to the exact DP over chains of successor
 (:mod:`.interleaved_chain`; it ignores memory, so its optimum is the shape's when that plan fits
 and a bound otherwise), then to the CP-SAT model of :mod:`.interleaved_cpsat` (memory exact; times
 scaled to integers and rounded down, so its bounds are bounds of the true optimum). Every plan is
-re-evaluated exactly by :mod:`placement.verification.parallel_interleaved`. ``optimal`` only when
-the least bound over all shapes is within :data:`OPTIMALITY_TOLERANCE` of the evaluated value;
-``feasible`` with the bound and gap when the time limit cut a shape short, or CP-SAT's numbers left one
-open (a proof not used, with each distinct reason, or rounded memory rows whose optimum does not fit): the
-message says which.
+re-evaluated exactly by :mod:`placement.verification.parallel_interleaved`. Where the memory rows had
+to be rounded (widened: they pass every plan that fits) and their optimum does not fit as written, the
+shape goes to CP-SAT again (:func:`_narrowed_shape`): on rows narrowed so that every plan they pass fits,
+whose plan is the shape's when its value meets the widened optimum (a bound of every plan that fits);
+else on the widened rows with the plans found not to fit cut off, whose optimum is again such a bound,
+and the shape's when it fits. ``optimal`` only when the least bound over all shapes is within
+:data:`OPTIMALITY_TOLERANCE` of the evaluated value; ``feasible`` with the bound and gap when the time
+limit cut a shape short, or CP-SAT's numbers left one open (a proof not used, with each distinct
+reason, or rounded memory rows that closed no shape this way): the message says which.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from placement.errors import InvalidParameterError, SolverUnavailableError
 from placement.io.piper import PiperInstance
@@ -65,6 +69,9 @@ from placement.problem.instance import format_number
 from placement.problem.memory_fit import fits_counted
 from placement.result import Status
 from placement.simulation.parallel_orders import FORWARD, interleaved
+
+if TYPE_CHECKING:
+    from placement.parallel.interleaved_cpsat import ShapeOutcome
 
 INTERLEAVED = "interleaved"
 #: the default limit on the search of an interleaved solve, seconds (with the final evaluation, simulation
@@ -330,17 +337,26 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
         if progress is not None:
             shown = "" if outcome.plan is None else f" {outcome.value:.6g}"
             progress(f"S={shape.groups} d={shape.d} t={shape.t}: {outcome.status}{shown} ({outcome.wall_s:.2f} s)")
-        fits = True
-        if outcome.plan is not None:
-            ev = evaluate_interleaved(instance, outcome.plan, devices=devices, memory=memory)
-            fits = ev.ok
-            if ev.ok and (best is None or ev.value < best[0]):
-                best = (ev.value, outcome.plan, shape)
+        ev = None if outcome.plan is None else evaluate_interleaved(instance, outcome.plan, devices=devices,
+                                                                     memory=memory)
+        if ev is not None and not ev.ok and outcome.status == "optimal" and outcome.stats.get("memory_rounded"):
+            stats["narrowed"] = stats.get("narrowed", 0) + 1
+            outcome = _narrowed_shape(instance, shape, memory, devices, outcome, budget, deadline, progress)
+            if progress is not None:
+                shown, cut = "" if outcome.plan is None else f" {outcome.value:.6g}", outcome.stats.get("excluded", 0)
+                progress(f"S={shape.groups} d={shape.d} t={shape.t}: {outcome.status}{shown} on the memory rows "
+                         f"narrowed, or widened with the {cut} plan{'' if cut == 1 else 's'} found "
+                         f"not to fit cut off ({outcome.bound:.6g} at least; {outcome.wall_s:.2f} s)")
+            ev = None if outcome.plan is None else evaluate_interleaved(instance, outcome.plan, devices=devices,
+                                                                         memory=memory)
+        fits = ev is None or ev.ok
+        if ev is not None and ev.ok and (best is None or ev.value < best[0]):
+            best = (ev.value, outcome.plan, shape)
         if outcome.status in ("optimal", "infeasible") and fits:
             stats["solved" if outcome.status == "optimal" else "infeasible"] += 1
         else:
             stats["open"] += 1
-            if outcome.status == "optimal":   # the model's rounded memory rows let a plan through that does not fit
+            if outcome.status == "optimal" or outcome.stats.get("unfit"):   # rounded memory rows: see UNFIT
                 stats["unfit"] = stats.get("unfit", 0) + 1
             elif outcome.stats.get("doubt"):
                 stats["doubted"] = stats.get("doubted", 0) + 1
@@ -348,6 +364,61 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
                 doubts[outcome.stats["doubt"]] = doubts.get(outcome.stats["doubt"], 0) + 1
         bounds.append(max(bound, outcome.bound))
     return _answer(instance, best, bounds, devices, memory, v, started, stats)
+
+
+#: the most plans that do not fit :func:`_narrowed_shape` cuts off the widened memory rows of one shape
+MAX_EXCLUDED = 16
+
+
+def _narrowed_shape(instance: PiperInstance, shape: Shape, memory: float, devices: int, widened: ShapeOutcome,
+                    budget: dict[str, Any], deadline: float,
+                    progress: Callable[[str], None] | None) -> ShapeOutcome:
+    """``shape`` again, where CP-SAT's memory rows had to be rounded and the optimum of the rows widened (which
+    pass every plan that fits) does not fit as written, for what is left of the shape's time. First on rows
+    narrowed so that every plan they pass fits (:func:`placement.parallel.interleaved_cpsat.solve_shape`): its
+    plan fits; then, while the bound falls short of that plan's value, on the widened rows with the plans found
+    not to fit cut off (at most :data:`MAX_EXCLUDED`), whose optimum still bounds every plan that fits. The
+    outcome: ``optimal`` with the widened optimum where it fits, or with the narrowed plan where its value meets
+    the widened bound; ``infeasible`` where the cuts leave no plan under the cutoff; else open with the narrowed
+    plan, if any, and the last widened bound (``stats["unfit"]``, :data:`UNFIT`)."""
+    from placement.parallel.interleaved_cpsat import solve_shape
+    from placement.verification.parallel_interleaved import evaluate_interleaved
+
+    left = deadline - time.perf_counter()
+    if left <= 0:
+        return replace(widened, status="no_solution", plan=None, value=None, stats={**widened.stats, "unfit": True})
+    until = time.perf_counter() + max(budget["time_limit"] - widened.wall_s, min(left, 0.5))
+    if progress is not None:
+        progress(f"S={shape.groups} d={shape.d} t={shape.t}: the optimum of the widened memory rows does not fit; "
+                 "CP-SAT again on narrowed rows")
+    narrowed = solve_shape(instance, shape, memory, **{**budget, "time_limit": until - time.perf_counter()},
+                           progress=progress, narrowed=True)
+    wall, bound, unfit = widened.wall_s + narrowed.wall_s, widened.bound, [widened.plan]
+    stats = {**narrowed.stats, "widened_bound": bound}
+
+    def still_open() -> ShapeOutcome:
+        return replace(narrowed, status="feasible" if narrowed.plan is not None else "no_solution", bound=bound,
+                       wall_s=wall, stats={**stats, "unfit": True})
+
+    while narrowed.plan is None or narrowed.value > bound:
+        if len(unfit) > MAX_EXCLUDED or until - time.perf_counter() <= 0.01:
+            return still_open()
+        again = solve_shape(instance, shape, memory, **{**budget, "time_limit": until - time.perf_counter()},
+                            progress=progress, exclude=tuple(unfit))
+        wall += again.wall_s
+        if again.status not in ("optimal", "infeasible"):   # the time ran out, or CP-SAT's proof is not used
+            return still_open()
+        bound = max(bound, again.bound)
+        stats.update(widened_bound=bound, excluded=len(unfit))
+        closed = replace(again, wall_s=wall, stats={**again.stats, "widened_bound": bound, "excluded": len(unfit)})
+        if again.status == "infeasible" and (narrowed.plan is None or narrowed.value > bound):
+            return closed
+        if again.status == "optimal" and evaluate_interleaved(instance, again.plan, devices=devices,
+                                                              memory=memory).ok:
+            return closed
+        if again.status == "optimal":
+            unfit.append(again.plan)
+    return replace(narrowed, status="optimal", bound=bound, wall_s=wall, stats=stats)
 
 
 def _answer(instance: PiperInstance, best, bounds: list[float], devices: int, memory: float, v: int,
@@ -382,9 +453,10 @@ def _answer(instance: PiperInstance, best, bounds: list[float], devices: int, me
                           _open_reason(stats, "before every shape was closed"), stats, batch_time=batch, chunks=v)
 
 
-#: why a shape stays open whose CP-SAT optimum does not fit (:func:`_open_reason`)
-UNFIT = ("no exact unit of the memory sizes keeps CP-SAT's memory rows within its limits, and the optimum of the "
-         "rows rounded does not fit as written")
+#: why a shape stays open whose CP-SAT optimum does not fit (:func:`_open_reason`, :func:`_narrowed_shape`)
+UNFIT = ("no exact unit of the memory sizes keeps CP-SAT's memory rows within its limits, and rounded rows did not "
+         "close it: the optima of rows widened (every plan that fits passes) did not fit as written, and no plan of "
+         "rows narrowed (every plan that passes fits) met their bound")
 
 
 def _open_reason(stats: dict[str, Any], when: str) -> str:

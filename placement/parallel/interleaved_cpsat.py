@@ -21,10 +21,12 @@ Variables (0/1 unless said): ``x[u,k]`` (``u`` is in a chunk ``≤ k``), ``sel[u
 5. memory of group ``g``, for each profile ``h``: ``Σ_c h_c·Σ_u (b[u,cS+g]·A(u,o)) + Σ_u in[u,g]·B(u,o)
    ≤ memory``, the option's excess over the base again a product (``p ≥ f + sel − 1`` for a
    positive coefficient, ``p ≤ f``, ``p ≤ sel`` for a negative one);
-6. minimise ``T``.
+6. for each plan to cut off (plans known not to fit, :func:`solve_shape`'s ``exclude``):
+   ``Σ_{y = 1 in it} (1 − y) + Σ_{y = 0 in it} y ≥ 1`` over the ``x`` and ``sel`` variables;
+7. minimise ``T``.
 
-Every plan of the shape is a solution with ``T`` its largest group load (the products may only
-exceed the true products where that cannot lower a left-hand side), and every solution decodes to
+Every plan of the shape but those cut off is a solution with ``T`` its largest group load (the products
+may only exceed the true products where that cannot lower a left-hand side), and every solution decodes to
 a plan: exact. Rows 5 are left out when no choice can exceed the memory, and so are options
 dominated by another (no larger in ``a`` and every sync) when memory cannot bind.
 
@@ -39,8 +41,11 @@ sizes then given as exact integers where a row passes ``2^53`` (sizes of 17 sign
 of 11: a rounded model let a plan 1.6e-15 over the bound through, and called it the shape's optimum). Where
 no such unit fits, sizes are multiplied by the power of two that keeps that sum under ``2^61``, and rounded
 down, and the bound rounded up past the sizes' rounding. Either way the model is exact or a relaxation: its
-infeasibility and bounds hold for the true data, and the decoded plan is re-evaluated exactly by the
-caller. The backend is the package's CP-SAT backend
+infeasibility and bounds hold for the true data (the plans cut off are plans that do not fit), and the
+decoded plan is re-evaluated exactly by the caller. Asked for ``narrowed`` rows, the rounded sizes are rounded up instead and the bound, less
+:data:`~placement.problem.memory_fit.LENIENT` of it, down: every plan the model admits fits as written, and its
+bounds hold only for the plans it admits (one that fits within ``LENIENT`` of the bound may be missed). The
+backend is the package's CP-SAT backend
 (:mod:`placement.solvers.milp.backends.cpsat`: presolve off, overflow watched).
 """
 
@@ -97,14 +102,16 @@ def _memory_activity(tmpcs: dict[int, list[Any]], memory: float, profiles: list[
 
 
 def _memory_units(nodes: list[int], tmpcs: dict[int, list[Any]], memory: float, largest: float,
-                  activity: float) -> tuple[Callable[[float], float], float, bool]:
+                  activity: float, narrowed: bool = False) -> tuple[Callable[[float], float], float, bool]:
     """How the memory rows write a size, and their bound (module docstring, Numbers): in the decimal unit
     in which every size and the bound are whole numbers as written (0.1 + 0.2 fits 0.3, as the evaluator
     reads them), as floats where ``largest`` (the most any row sums) stays within ``2^53`` in it, else as
     exact integers where ``activity`` (:func:`_memory_activity`) stays within :data:`MEMORY_UNITS` in it;
     else times a power of two that keeps ``activity`` within :data:`MEMORY_UNITS`, sizes rounded down and
     the bound rounded up past the rounding of the sizes as written, so that the rows still admit every plan
-    that fits (and may admit one that does not: the last item, ``True`` then)."""
+    that fits (and may admit one that does not: the last item, ``True`` then). ``narrowed``: in that last
+    case sizes rounded up and the bound, less :data:`LENIENT` of it, rounded down, so that every plan the rows
+    admit fits (and one that fits within :data:`LENIENT` of the bound may be missed)."""
     sizes = [x for u in nodes for o in tmpcs[u] for x in (o.memory_usage_a, o.memory_usage_b)]
     unit = decimal_unit([*sizes, memory], largest)
     if unit is not None:
@@ -114,15 +121,42 @@ def _memory_units(nodes: list[int], tmpcs: dict[int, list[Any]], memory: float, 
         if activity * q <= MEMORY_UNITS:
             return (lambda x: int(as_written(x) * q)), int(as_written(memory) * q), False
     scale = _power_of_two(activity, MEMORY_UNITS)
+    if narrowed:   # the sizes are non-negative and ``x · scale`` is exact: a row's sum is at least the sizes'
+        return (lambda x: float(math.ceil(x * scale))), float(math.floor(memory * (1 - LENIENT) * scale)), True
     return (lambda x: float(math.floor(x * scale))), float(math.ceil(memory * (1 + LENIENT) * scale)), True
+
+
+def _exclusion(plan: ParallelPlan, nodes: list[int], K: int, x: dict, sel: dict, ids: dict[int, list[str]],
+               options: dict[int, list[int]]) -> tuple[list[tuple[float, Any]], float] | None:
+    """The row ``Σ_{y = 1 in plan} (1 − y) + Σ_{y = 0 in plan} y ≥ 1`` over the chunk variables ``x[u,k]``
+    (``k < K − 1``) and the choices ``sel[u,o]``, as terms and a lower bound: every solution but the plan's
+    own meets it; ``None`` where the plan is not one of the model's (a node's TMPC among the options left out)."""
+    where = {u: (k, stage.tmpcs.get(u)) for k, stage in enumerate(plan.stages) for u in stage.nodes}
+    terms: list[tuple[float, Any]] = []
+    ones = 0
+    for u in nodes:
+        if u not in where or where[u][1] not in ids[u] or ids[u].index(where[u][1]) not in options[u]:
+            return None
+        chosen = ids[u].index(where[u][1])
+        values = [(x[u, k], k >= where[u][0]) for k in range(K - 1)] + \
+            [(sel[u, o], o == chosen) for o in options[u][1:]]
+        for var, one in values:
+            terms.append((-1, var) if one else (1, var))
+            ones += one
+    return terms, 1 - ones
 
 
 def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff: float | None,
                 time_limit: float, threads: int = 1, hint: ParallelPlan | None = None,
-                progress: Callable[[str], None] | None = None) -> ShapeOutcome:
+                progress: Callable[[str], None] | None = None, narrowed: bool = False,
+                exclude: tuple[ParallelPlan, ...] = ()) -> ShapeOutcome:
     """Minimise the largest group load of ``shape`` (module docstring), only plans of value ``≤ cutoff``;
     ``progress`` hears a line whenever the search has been silent for a while
-    (:func:`placement.solvers.milp.heartbeat.heartbeat`)."""
+    (:func:`placement.solvers.milp.heartbeat.heartbeat`). ``narrowed``: memory rows that have to be rounded
+    are rounded so that every plan they admit fits (:func:`_memory_units`); the outcome's bound then bounds
+    only the plans that fit with :data:`LENIENT` of the memory to spare, not the shape. ``exclude``: plans of the
+    shape cut off (one row each: the chunk and TMPC variables may not all take the plan's values), plans known
+    not to fit, so that the bounds still hold for every plan that fits."""
     import time
 
     from placement.solvers.milp.backends import make_backend
@@ -244,7 +278,7 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
         rounded = False
         if with_memory:
             mu, room, rounded = _memory_units(nodes, tmpcs, memory, max(memory, worst) * max(1, len(nodes)),
-                                              _memory_activity(tmpcs, memory, profiles, v))
+                                              _memory_activity(tmpcs, memory, profiles, v), narrowed)
             for g in range(S):
                 per_chunk = [[term for u in nodes for term in
                               choice_terms(b(u, c * S + g), u, [mu(o.memory_usage_a) for o in tmpcs[u]],
@@ -256,6 +290,10 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
                     if time.perf_counter() > be.deadline:
                         raise OutOfTime("the time limit ran out while the model was built")
                     be.add(static + [(h[c] * a, var) for c in range(v) for a, var in per_chunk[c]], hi=room)
+        for plan in exclude:
+            cut = _exclusion(plan, nodes, K, x, sel, {u: [o.id for o in tmpcs[u]] for u in nodes}, options)
+            if cut is not None:
+                be.add(cut[0], lo=cut[1])
         be.minimize([(1, T)])
         if hint is not None:   # a plan of this shape: its chunks and TMPCs
             where = {u: (k, stage.tmpcs[u]) for k, stage in enumerate(hint.stages) for u in stage.nodes}
@@ -270,7 +308,7 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
                    stop=be.interrupt) as watched:
         raw = be.solve(watched)
     stats = dict(raw.stats, scale=scale, memory_rows=with_memory, size=be.size)
-    if rounded:   # the rows are a relaxation: a plan they admit may not fit as written
+    if rounded:   # widened, a plan the rows admit may not fit; narrowed, a plan that fits may be missed
         stats["memory_rounded"] = True
     if be.overflow_risk > SAFE_PRODUCT:   # CP-SAT's proofs on this model are not used (the backend's message)
         stats["doubt"] = raw.message
