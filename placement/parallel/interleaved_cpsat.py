@@ -74,7 +74,8 @@ MEMORY_UNITS = 2.0 ** 61
 class ShapeOutcome:
     """``status``: ``optimal``, ``feasible``, ``infeasible`` (no plan of the shape at or under the
     cutoff), ``no_solution`` (stopped without one); ``plan`` and its model ``value`` (true units,
-    rounded down); ``bound``: proven bound on the value of every plan of the shape."""
+    rounded down); ``bound``: proven bound on the value of every plan of the shape (of every plan the
+    model admits: on narrowed memory rows only those, and never a plan cut off)."""
 
     status: str
     plan: ParallelPlan | None
