@@ -387,7 +387,7 @@ def _narrowed_shape(instance: PiperInstance, shape: Shape, memory: float, device
     left = deadline - time.perf_counter()
     if left <= 0:
         return replace(widened, status="no_solution", plan=None, value=None, stats={**widened.stats, "unfit": True})
-    until = time.perf_counter() + max(budget["time_limit"] - widened.wall_s, min(left, 0.5))
+    until = min(deadline, time.perf_counter() + max(budget["time_limit"] - widened.wall_s, min(left, 0.5)))
     if progress is not None:
         progress(f"S={shape.groups} d={shape.d} t={shape.t}: the optimum of the widened memory rows does not fit; "
                  "CP-SAT again on narrowed rows")

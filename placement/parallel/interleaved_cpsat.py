@@ -42,10 +42,10 @@ of 11: a rounded model let a plan 1.6e-15 over the bound through, and called it 
 no such unit fits, sizes are multiplied by the power of two that keeps that sum under ``2^61``, and rounded
 down, and the bound rounded up past the sizes' rounding. Either way the model is exact or a relaxation: its
 infeasibility and bounds hold for the true data (the plans cut off are plans that do not fit), and the
-decoded plan is re-evaluated exactly by the caller. Asked for ``narrowed`` rows, the rounded sizes are rounded up instead and the bound, less
-:data:`~placement.problem.memory_fit.LENIENT` of it, down: every plan the model admits fits as written, and its
-bounds hold only for the plans it admits (one that fits within ``LENIENT`` of the bound may be missed). The
-backend is the package's CP-SAT backend
+decoded plan is re-evaluated exactly by the caller. Asked for ``narrowed`` rows, the rounded sizes are
+rounded up instead and the bound, less :data:`~placement.problem.memory_fit.LENIENT` of it, down: every plan
+the model admits fits as written, and its bounds hold only for the plans it admits (one that fits within
+``LENIENT`` of the bound may be missed). The backend is the package's CP-SAT backend
 (:mod:`placement.solvers.milp.backends.cpsat`: presolve off, overflow watched).
 """
 
