@@ -162,7 +162,7 @@ def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool,
                else Scaling(1.0, True))
     if binding:
         exact = list(written()) if written else [as_written(a) for a in sizes]
-        if scaling.exact and any(as_written(a) != w for a, w in zip(sizes, exact) if a):
+        if scaling.exact and any(as_written(a) != w for a, w in zip(sizes, exact)):
             # a sum rounded to a float: 0.30000000000000004 + 0.6000000000000001 is 0.9000000000000001,
             # which a bound of 0.9000000000000001 meets, but as written the sum is 0.90000000000000014
             scaling = rounding_scale(total, MEMORY_MAX_SCALED)
