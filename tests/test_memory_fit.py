@@ -8,7 +8,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 import placement
-from placement.problem.memory_fit import decimal_unit, fits
+from placement.problem.memory_fit import as_written, decimal_unit, fits
 from placement.solvers.milp.backends import backend_availability
 
 HAVE_CPSAT = any(name == "cp-sat" and ok for name, ok, _ in backend_availability())
@@ -277,6 +277,61 @@ def test_the_dp_on_sizes_without_an_exact_unit_agrees_with_brute_force(doc):
         assert result.bound <= truth.objective * (1 + 1e-12)
         assert result.plan == () or result.value >= truth.objective * (1 - 1e-12)
 
+
+#: sizes as floating-point arithmetic leaves them (0.1 + 0.2, 0.2 + 0.4, 0.3 · 3): whole numbers of 2^-52 or so,
+#: whose binary values are not their shortest decimal forms, beside sizes as written
+FLOAT_COMPUTED_SIZES = (0.1 + 0.2, 0.2 + 0.4, 0.3 * 3, 0.7, 0.6, 0.3, 0.0)
+
+
+@st.composite
+def float_computed(draw) -> dict:
+    """2–5 nodes, a chain or no edges, colour classes sometimes, 1–2 accelerators and 0–1 CPU; sizes and the
+    bound from :data:`FLOAT_COMPUTED_SIZES` (the bound also their sum, as written or in floating point)."""
+    n = draw(st.integers(2, 5))
+    sizes = [draw(st.sampled_from(FLOAT_COMPUTED_SIZES)) for _ in range(n)]
+    nodes = [{"id": i, "supportedOnFpga": 1, "fpgaLatency": draw(st.sampled_from((1, 2, 3))),
+              "cpuLatency": draw(st.sampled_from((2, 5, 10))), "size": size} for i, size in enumerate(sizes)]
+    for node in nodes:
+        if draw(st.booleans()) and draw(st.booleans()):
+            node["colorClass"] = draw(st.integers(0, 1))
+    edges = ([{"sourceId": i, "destId": i + 1, "cost": draw(st.sampled_from((0, 1)))} for i in range(n - 1)]
+             if draw(st.booleans()) else [])
+    pair = sizes[:2]
+    bound = draw(st.sampled_from(FLOAT_COMPUTED_SIZES[:5] + (pair[0] + pair[1], float(sum(map(as_written, pair))))))
+    return {"maxSizePerFPGA": bound, "maxFPGAs": draw(st.integers(1, 2)), "maxCPUs": draw(st.integers(0, 1)),
+            "nodes": nodes, "edges": edges}
+
+
+@pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
+@given(float_computed())
+@settings(max_examples=60, deadline=None)
+@example({"maxSizePerFPGA": 0.9000000000000001, "maxFPGAs": 1, "maxCPUs": 0, "edges": [],
+          "nodes": [{"id": 0, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 2, "size": 0.1 + 0.2},
+                    {"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 2, "size": 0.2 + 0.4}]})
+def test_cp_sat_decides_float_computed_sizes_as_written(doc):
+    """CP-SAT's rows hold these sizes in exact integers (of 2 · 10^-17), so it proves the brute force's optimum,
+    or that no plan exists (the example: 0.30000000000000004 and 0.6000000000000001 exceed 0.9000000000000001
+    as written; the DP and CP-SAT had summed them in 2^-52 and put both on the one accelerator); the DP, whose
+    unit is then rounded, claims only the optimum."""
+    from placement.testing.bruteforce import brute_force
+
+    try:
+        problem = placement.load(doc)
+    except placement.InvalidInstanceError:   # a node that fits no device
+        assume(False)
+    truth = brute_force(problem, "none")
+    milp = placement.solve(problem, method="milp", backend="cp-sat", contiguity="none", warm_start=False,
+                           time_limit=20)
+    if truth.plan is None:
+        assert milp.status == "infeasible", milp.message
+    else:
+        assert (milp.status, milp.value) == ("optimal", pytest.approx(truth.objective, rel=1e-12)), milp.message
+    dp = placement.solve(problem, method="dp")
+    pipeline = brute_force(problem)
+    if dp.status == "optimal":
+        assert pipeline.plan is not None and dp.value == pytest.approx(pipeline.objective, rel=1e-12)
+    elif dp.status == "infeasible":
+        assert pipeline.plan is None
 
 
 def _over_by_digits_a_float_hides(colour: bool) -> dict:
