@@ -57,11 +57,12 @@ from __future__ import annotations
 
 import math
 import time
+from fractions import Fraction
 from typing import Any, Callable, Iterator
 
 from placement.plan import DeviceAssignment, Plan
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import decimal_sum
+from placement.problem.memory_fit import as_written, decimal_sum, written_sum
 from placement.problem.split import SplitModel, memory_shortfall, split_lower_bound, split_times
 from placement.solution import Solution, Status
 from placement.solvers.ideals import contract
@@ -194,8 +195,15 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
     footprint = g_act + [float(size[nodes[x].id]) for x in kept_tensors]
     most_held = 2 * S      # (S − p) + δ ≤ S + S
     sizes = g_mem + [float(nodes[u].memory) for u in backward] + footprint
+
+    def written() -> list[Fraction]:   # the same sizes, exactly as written (a class's sum may round as a float)
+        kept = [written_sum(size[nodes[v].id] for v in groups[g] if not nodes[v].backward) for g in range(G)]
+        kept += [as_written(size[nodes[x].id]) for x in kept_tensors]
+        return ([written_sum(nodes[v].memory for v in groups[g]) for g in range(G)]
+                + [as_written(nodes[u].memory) for u in backward] + kept + [most_held * sum(kept, Fraction(0))])
+
     mem = scale_memory(sizes + [decimal_sum(footprint * most_held)], [problem.device_types[t].memory for t in types],
-                       be.integer_only)
+                       be.integer_only, written=written)
     m_g = mem.sizes[:G]
     m_b = dict(zip(backward, mem.sizes[G:G + len(backward)]))
     a_g = mem.sizes[G + len(backward):2 * G + len(backward)]
