@@ -190,8 +190,9 @@ def test_the_split_milp_proves_on_sizes_left_by_floating_point_arithmetic() -> N
     # bound down) and its proofs went unused ("feasible" at the simple bound). In exact integers of 10^-17 the
     # MILP proves the optimum the brute force finds, for either W placement and objective.
     memory = [0.3, 0.6, 0.3 * 3, 0.3 * 3, 0.1 + 0.2, 0.3]
-    nodes = tuple(Node(i, f"f{i}", (t,), memory=memory[i], colour=i) for i, t in enumerate((3.0, 2.0, 3.0))) + tuple(
-        Node(10 + i, f"b{i}", (t,), memory=memory[3 + i], backward=True, colour=i) for i, t in enumerate((1.0, 3.0, 1.0)))
+    forward = tuple(Node(i, f"f{i}", (t,), memory=memory[i], colour=i) for i, t in enumerate((3.0, 2.0, 3.0)))
+    nodes = forward + tuple(Node(10 + i, f"b{i}", (t,), memory=memory[3 + i], backward=True, colour=i)
+                            for i, t in enumerate((1.0, 3.0, 1.0)))
     sent = [0.1, 0.3 * 3, 0.0, 0.1, 0.3 * 3, 0.3 * 3]
     edges = (Edge(0, 1, sent[0]), Edge(1, 2, sent[1]), Edge(0, 10, sent[0]), Edge(1, 11, sent[1]), Edge(2, 12, sent[3]),
              Edge(11, 10, sent[4]), Edge(12, 11, sent[5]))
