@@ -529,6 +529,34 @@ def test_memory_is_decided_on_the_sizes_as_written():
     assert (result.status, result.plan) == ("infeasible", None)
 
 
+def test_sizes_left_by_floating_point_arithmetic_are_summed_as_written():
+    """0.1 + 0.2 = 0.30000000000000004 and 0.2 + 0.4 = 0.6000000000000001 are whole numbers of 2^-52, in which they
+    sum exactly to 0.9000000000000001; as written they sum to 0.90000000000000014, over a device of
+    0.9000000000000001. On one device no plan fits, and the check says by how much. On two (node 0 -> 1, transfer
+    0.5, m = 2): one stage of both on two replicas, 2 / 2 = 1, does not fit; two stages, 1 + 2 · 0.5 = 2, do.
+    The DP took floating-point sums for exact, its one stage failed the check, and it answered no_solution; it
+    now runs on widened and narrowed bounds, finds the two stages, and bounds the optimum by the widened run's 1."""
+    over = two_sized_nodes((0.1 + 0.2, 0.2 + 0.4), 0.9000000000000001)
+    assert brute_force_parallel(over)[0] == math.inf
+    result = placement.solve(over)
+    assert (result.status, result.plan) == ("no_solution", None)
+    assert ("stage 0 needs 0.90000000000000014 bytes per device (y=1 micro-batches in flight), more than the "
+            "0.9000000000000001 available") in result.message
+
+    def tmpc(k: int, size: float) -> dict:
+        return {"id": "v", "timePerSample": 1, "parameterSize": 0, "memoryUsageA": 0, "memoryUsageB": size,
+                "syncTimeFw": {"0": 0} if k == 1 else {}, "syncTimeBw": {"1": 0} if k == 0 else {}}
+
+    pair = parse_piper({"maxDevices": 2, "maxMemoryPerDevice": 0.9000000000000001, "bandwidth": 1, "mbsInBatch": 2,
+                        "nodes": [{"id": k, "TMPCs": {"1": [tmpc(k, size)]}}
+                                  for k, size in enumerate((0.1 + 0.2, 0.2 + 0.4))],
+                        "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 0.5}]})
+    assert brute_force_parallel(pair)[0] == 2.0
+    result = placement.solve(pair)
+    assert (result.status, result.value, result.bound) == ("feasible", 2.0, 1.0)
+    assert [stage.nodes for stage in result.plan.stages] == [(0,), (1,)]
+
+
 def test_a_table_too_large_is_refused_before_the_degrees_are_listed():
     """Two nodes, 2^40 devices and micro-batches: listing every d ≤ 2^40 that divides m took hours before the
     table's size refused it. Three types of 2^22 devices (m = 2^22): (2^22 + 1)^3 device counts overflowed

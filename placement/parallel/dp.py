@@ -63,7 +63,7 @@ from placement.parallel.plan import ParallelPlan, ParallelStage
 from placement.parallel.schedules import check_schedule, in_flight, uses_suffix
 from placement.parallel.tables import Family, Tables, all_sets, build_tables, chain_sets
 from placement.problem.memory_fit import EXACT_TOTAL, LENIENT, as_written
-from placement.problem.units import sums_exactly
+from placement.problem.units import sums_as_written
 
 #: the most successor-closed sets the DP enumerates by default
 DEFAULT_MAX_SETS = 200_000
@@ -128,7 +128,7 @@ def exact_memory(types: DeviceTypes, tables: Tables, m: int,
         return types, tables, False
     mem_a, mem_b = np.abs(tables.mem_a), np.abs(tables.mem_b)
     most_in_flight = max(m, sum(types.counts) + 1)
-    if sums_exactly([*(float(v) * most_in_flight for v in mem_a.ravel()), *map(float, mem_b.ravel()), *bounds]):
+    if sums_as_written([*(float(v) * most_in_flight for v in mem_a.ravel()), *map(float, mem_b.ravel()), *bounds]):
         return types, tables, False
     written = {x: as_written(x) for x in {*map(float, mem_a.ravel()), *map(float, mem_b.ravel()), *bounds}}
     q = math.lcm(*(f.denominator for f in written.values()))
@@ -154,7 +154,7 @@ def lenient_memory(types: DeviceTypes, tables: Tables, m: int, strict: bool = Fa
     their bounds stay as they are."""
     values = [*(np.abs(tables.mem_a.ravel()) * m), *np.abs(tables.mem_b.ravel()),
               *(b for b in types.memory if math.isfinite(b))]
-    if sums_exactly([float(v) for v in values]):
+    if sums_as_written([float(v) for v in values]):
         return types
     return replace(types, memory=tuple(b * (1 - LENIENT if strict else 1 + LENIENT) for b in types.memory))
 

@@ -101,7 +101,12 @@ def written_sum(values: Iterable[float]) -> Fraction:
 def written_sum_text(sizes: Iterable[float]) -> str:
     """``Σ sizes`` on the sizes as written, exactly, as decimal text (``9007199254740993`` for 2^53 and 1,
     whose floating-point sum is 2^53): what a message shows where the rounded sum would look like it fits."""
-    total = written_sum(sizes)
+    return decimal_text(written_sum(sizes))
+
+
+def decimal_text(total: Fraction) -> str:
+    """``total``, a sum of sizes as written (a fraction whose denominator divides a power of ten), as exact
+    decimal text: ``0.90000000000000014`` for 0.30000000000000004 + 0.6000000000000001."""
     places = 0   # decimal forms: the denominator is 2^a·5^b, so some 10^places is a multiple of it
     while (10 ** places) % total.denominator:
         places += 1

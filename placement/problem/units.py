@@ -41,7 +41,7 @@ def exact_unit(values: Sequence[float], largest: float, cap: float, *, written: 
         if not written or _power_of_ten(unit):
             return True
         if not binary_as_written:
-            binary_as_written.append(all(map(_binary_is_as_written, array.tolist())))
+            binary_as_written.append(all(map(binary_is_as_written, array.tolist())))
         return binary_as_written[0]
 
     for unit in UNITS:
@@ -58,7 +58,7 @@ def _power_of_ten(unit: float) -> bool:
     return unit > 0 and unit == 10.0 ** round(math.log10(unit))
 
 
-def _binary_is_as_written(value: float) -> bool:
+def binary_is_as_written(value: float) -> bool:
     """Whether ``value``'s binary value is exactly its shortest decimal form (what ``repr`` prints): true of
     integers below 2^53 and of 0.375, not of 0.30000000000000004 (0.3000000000000000444...)."""
     from decimal import Decimal
@@ -89,3 +89,11 @@ def sums_exactly(values: Sequence[float]) -> bool:
         return False
     unit = max((x.as_integer_ratio()[1] for x in values), default=1)   # a power of two, 2^k
     return math.fsum(values) < math.ldexp(1.0, 53 - (unit.bit_length() - 1))
+
+
+def sums_as_written(values: Sequence[float]) -> bool:
+    """:func:`sums_exactly`, and every value's binary value is its shortest decimal form
+    (:func:`binary_is_as_written`): floating-point sums of the values are then the sums of the values as
+    written, as memory is summed. 0.30000000000000004 and 0.6000000000000001 sum exactly in floating point, to
+    0.9000000000000001, but as written to 0.90000000000000014."""
+    return sums_exactly(values) and all(binary_is_as_written(float(x)) for x in values)

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from placement.io.piper import PiperInstance
 from placement.parallel.plan import ParallelPlan
-from placement.problem.memory_fit import as_written, fits_counted
+from placement.problem.memory_fit import as_written, decimal_text, fits_counted
 from placement.wording import counted
 
 
@@ -205,7 +205,7 @@ def memory_figures(terms: list[tuple[float, int]], bound: float) -> tuple[str, s
     short = f"{need:.6g}", f"{bound:.6g}"
     if short[0] != short[1]:
         return short
-    return repr(float(sum((as_written(a) * k for a, k in terms), Fraction(0)))), repr(bound)
+    return decimal_text(sum((as_written(a) * k for a, k in terms), Fraction(0))), repr(bound)
 
 
 def chosen_tmpc(node, t: int, name: str | None, where: str, violations: list[str]):
