@@ -218,6 +218,8 @@ def test_the_floating_point_memory_rows_decide_coarse_data_only():
     assert not scale_memory([2000000001.0, 1000000001.0], [3000000001.0], integer=False).exact
     assert scale_memory([2e9, 1e9], [2.5e9], integer=False).exact        # steps of 10^8: a 25th of the bound
     assert scale_memory([0.1, 0.2], [0.25], integer=False).exact          # steps of 0.05
+    # no decimal unit, and in binary steps of 2^-52: finer than the tolerances
+    assert not scale_memory([0.1 + 0.2, 0.2 + 0.4], [0.9000000000000001], integer=False, binds=[True]).exact
     assert scale_memory([2000000001.0, 1000000001.0], [3000000001.0], integer=True).exact   # CP-SAT: integers
 
 

@@ -241,7 +241,10 @@ def _float_memory(sizes: Sequence[float], bounds: Sequence[float], total: float,
         return _whole_memory(sizes, bounds, binds, to_integers)
     scaled = [a * scale for a in sizes]
     scaled = [0.0 if q < FLOAT_MEMORY_RESOLUTION else q for q in scaled]
-    decides = to_integers is None or to_integers * max(binding) * FLOAT_MEMORY_DECIDES <= 1.0
+    # the data's finest step: that of the sizes as written, else of their binary values (0.30000000000000004 beside
+    # 0.6000000000000001 is a whole number of 2^-52, a step far below the solvers' tolerances)
+    step = to_integers or exact_unit(list(sizes) + binding, total + sum(binding), MEMORY_MAX_SCALED)
+    decides = step is None or step * max(binding) * FLOAT_MEMORY_DECIDES <= 1.0
     return MemoryData(tuple(scaled), tuple(M * scale if b else math.inf for M, b in zip(bounds, binds)),
                       True, decides)
 
