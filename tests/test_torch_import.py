@@ -599,6 +599,21 @@ def test_a_refused_region_is_named_by_its_module_and_its_own_line():
         import_module(model, (torch.randn(4, 8),))
 
 
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_a_region_is_read_alike_whatever_the_caller_s_gradient_mode(mode):
+    """Exported inside the caller's torch.no_grad or torch.inference_mode, forward's own torch.no_grad region was
+    written as plain operators: the region went unrefused, and a training plan's stages let the gradient through
+    it ('inner.layer.weight' got another gradient than the model's, with no error). The model is traced with
+    gradients enabled, so the region is refused as it is outside those modes."""
+    with pytest.raises(InvalidParameterError) as outside:
+        import_module(NormedOuter(), (torch.randn(4, 8),))
+    with getattr(torch, mode)(), pytest.raises(InvalidParameterError) as inside:
+        import_module(NormedOuter(), (torch.randn(4, 8),))
+    assert str(inside.value) == str(outside.value)
+    assert str(inside.value).startswith("model NormedOuter cannot be costed: its forward holds a torch.no_grad region "
+                                        "over values that may need a gradient (in module 'inner', ")
+
+
 def test_inputs_the_model_cannot_multiply_are_refused():
     """float64 (or int64) inputs to an fp32 Linear: eager PyTorch refuses the matmul, torch.export
     does not; the importer does, naming the operator and the types."""

@@ -269,7 +269,9 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None, 
     """``torch.export.export`` of ``model``; a failure becomes a one-line :class:`InvalidParameterError`.
     Inside a ``torch.autocast`` context it is refused: the program would mix autocast's types with the
     parameters', and the plan hold the stages to them. ``dynamic_shapes`` is ``torch.export``'s (the
-    dimensions left symbolic)."""
+    dimensions left symbolic). The model is traced with gradients enabled whatever the caller's mode: under
+    ``torch.no_grad`` or ``torch.inference_mode`` the export wrote forward's own ``torch.no_grad`` regions as
+    plain operators, which a training plan's stages then differentiated (gradients other than the model's)."""
     torch = require_torch()
     check_module(model)
     autocast = active_autocast()
@@ -279,7 +281,7 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None, 
                                              "precision it is to run in (model.to(torch.bfloat16))")
     # torch.export is not thread-safe (two at once failed with "Trying to pop empty mode stack"), and
     # _held_diagnostics changes sys.stderr: one export at a time in the process
-    with process_state.held(), _held_diagnostics() as held, warnings.catch_warnings():
+    with process_state.held(), _held_diagnostics() as held, warnings.catch_warnings(), torch.enable_grad():
         # a recurrent layer's weights list (nn.LSTM._flat_weights), which torch rebuilds while exporting
         # and then warns about: its parameters are read as any others
         warnings.filterwarnings("ignore", message=r"The tensor attributes .*_flat_weights", category=UserWarning)
