@@ -412,6 +412,55 @@ def test_a_number_taken_from_the_values_is_not_called_a_branch():
         assert "branches" not in str(err.value)
 
 
+def test_a_failure_whose_message_names_no_frame_is_placed_by_its_traceback():
+    """torch.export's error for a branch on ``.item()``, or for a forward that raises, names no frame of the model's
+    code (no "The following call raised this error"): the refusal named none. The innermost frame of the model's own
+    code in the error's traceback is named instead."""
+
+    class ItemBranch(nn.Module):
+        def forward(self, x):
+            if x.sum().item() > 0:
+                return x * 2
+            return x
+
+    class Broken(nn.Module):
+        def forward(self, x):
+            raise ValueError("no forward here")
+
+    for model, code, remedy in (
+            (ItemBranch(), "if x.sum().item() > 0:", VALUES_IN_PYTHON),
+            (Broken(), 'raise ValueError("no forward here")', "")):
+        with pytest.raises(InvalidParameterError) as err:
+            import_module(model, (torch.randn(4),))
+        line = inspect.getsourcelines(type(model).forward)[1] + 1
+        assert str(err.value).startswith(f"model {type(model).__name__} cannot be exported: torch.export raised ")
+        assert str(err.value).endswith(f" (at {__file__}:{line}, in forward: {code}){remedy}")
+
+
+class Packed(nn.Module):
+    """An LSTM over sequences of several lengths, packed as research code packs them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm, self.out = nn.LSTM(6, 8, batch_first=True), nn.Linear(8, 2)
+
+    def forward(self, x, lengths):
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        _, (h, _) = self.lstm(packed)
+        return self.out(h[-1])
+
+
+def test_a_packed_sequence_is_refused_with_what_to_change():
+    # torch.export stopped inside the LSTM: "zeros(): argument 'size' failed to unpack the object at pos 2 with
+    # error "type must be tuple of ints,but got FakeTensor"", naming neither the packing nor the model's line
+    with pytest.raises(InvalidParameterError) as err:
+        import_module(Packed(), (torch.randn(2, 5, 6), torch.tensor([5, 3])))
+    assert str(err.value) == (
+        "model Packed cannot be exported: its LSTM 'lstm' is given a PackedSequence (pack_padded_sequence), whose "
+        "batch sizes are values of a tensor, which torch.export cannot read as sizes: give it the padded tensor, and "
+        "mask or gather by the lengths what the steps past each sequence's end change")
+
+
 def test_exported_program_can_be_read_directly():
     model, args = mlp()
     program = torch.export.export(model, args)

@@ -297,13 +297,13 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None, 
                 raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: its output holds a "
                                                      f"{unknown[1]}, which is no tensor, tuple, list or dict"
                                                      f"{advice}") from None
-            known = _untraceable(model, first)
+            known = _untraceable(model, first) or _packed_sequence(model, exc)
             if known:
                 raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: {known}") from None
             remedy = DATA_DEPENDENT if "data-dependent" in first.lower() else ""   # dynamo: "Data-dependent"
             raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: torch.export "
-                                                 f"raised {type(exc).__name__}: {first}{_where(str(exc))}"
-                                                 f"{remedy}") from None
+                                                 f"raised {type(exc).__name__}: {first}"
+                                                 f"{_where(str(exc)) or _raised_at(exc)}{remedy}") from None
         held.keep = True
     return _without_regions(program, torch)
 
@@ -447,6 +447,51 @@ def _where(message: str) -> str:
         return ""
     code = f": {found[4].strip()}" if found[4] else ""
     return f" (at {found[1]}:{found[2]}, in {found[3]}{code})"
+
+
+def _frames(exc: BaseException) -> Iterator[Any]:
+    """The traceback entries of ``exc``, outermost first."""
+    entry = exc.__traceback__
+    while entry is not None:
+        yield entry
+        entry = entry.tb_next
+
+
+def _raised_at(exc: BaseException) -> str:
+    """Where in the model's code ``exc`` was raised while ``torch.export`` traced it, for an error whose message
+    names no frame (:func:`_where`): the innermost frame of its traceback outside torch's files, this package's and
+    code generated at run time, as `` (at FILE:LINE, in FUNCTION: CODE)``; ``""`` where there is none."""
+    import linecache
+    import os
+
+    import torch
+
+    skipped = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.dirname(__file__)) + os.sep, "<")
+    own = [entry for entry in _frames(exc) if not entry.tb_frame.f_code.co_filename.startswith(skipped)]
+    if not own:
+        return ""
+    code, line = own[-1].tb_frame.f_code, own[-1].tb_lineno
+    text = linecache.getline(code.co_filename, line).strip()
+    return f" (at {code.co_filename}:{line}, in {code.co_name}{': ' + text if text else ''})"
+
+
+def _packed_sequence(model: Any, exc: BaseException) -> str:
+    """What to change where ``torch.export`` stopped in a recurrent layer given a ``PackedSequence``
+    (``pack_padded_sequence``), whose batch sizes are values of a tensor that the layer reads as sizes; ``""``
+    where ``exc`` was raised elsewhere."""
+    import torch
+
+    for entry in _frames(exc):
+        values = entry.tb_frame.f_locals
+        layer = values.get("self")
+        if isinstance(layer, torch.nn.RNNBase) and isinstance(values.get("orig_input"),
+                                                              torch.nn.utils.rnn.PackedSequence):
+            name = next((n for n, m in model.named_modules() if m is layer), None)
+            called = f"its {type(layer).__name__} {name!r}" if name else f"an {type(layer).__name__}"
+            return (f"{called} is given a PackedSequence (pack_padded_sequence), whose batch sizes are values of a "
+                    "tensor, which torch.export cannot read as sizes: give it the padded tensor, and mask or gather "
+                    "by the lengths what the steps past each sequence's end change")
+    return ""
 
 
 class _Held:
