@@ -7,6 +7,7 @@ placement.io.torch_export and placement.io.opgraph (fp32: 4 bytes per element).
 from __future__ import annotations
 
 import inspect
+import json
 import re
 import warnings
 
@@ -415,7 +416,7 @@ def test_a_number_taken_from_the_values_is_not_called_a_branch():
 def test_a_failure_whose_message_names_no_frame_is_placed_by_its_traceback():
     """torch.export's error for a branch on ``.item()``, or for a forward that raises, names no frame of the model's
     code (no "The following call raised this error"): the refusal named none. The innermost frame of the model's own
-    code in the error's traceback is named instead."""
+    code in the error's traceback is named instead (not a frame of Python's library that the model called)."""
 
     class ItemBranch(nn.Module):
         def forward(self, x):
@@ -427,9 +428,14 @@ def test_a_failure_whose_message_names_no_frame_is_placed_by_its_traceback():
         def forward(self, x):
             raise ValueError("no forward here")
 
+    class Configured(nn.Module):   # raised in Python's own library, which is not the model's code
+        def forward(self, x):
+            return x * json.loads("{scale: 2}")["scale"]
+
     for model, code, remedy in (
             (ItemBranch(), "if x.sum().item() > 0:", VALUES_IN_PYTHON),
-            (Broken(), 'raise ValueError("no forward here")', "")):
+            (Broken(), 'raise ValueError("no forward here")', ""),
+            (Configured(), 'return x * json.loads("{scale: 2}")["scale"]', "")):
         with pytest.raises(InvalidParameterError) as err:
             import_module(model, (torch.randn(4),))
         line = inspect.getsourcelines(type(model).forward)[1] + 1

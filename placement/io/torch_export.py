@@ -459,18 +459,27 @@ def _frames(exc: BaseException) -> Iterator[Any]:
 
 def _raised_at(exc: BaseException) -> str:
     """Where in the model's code ``exc`` was raised while ``torch.export`` traced it, for an error whose message
-    names no frame (:func:`_where`): the innermost frame of its traceback outside torch's files, this package's and
-    code generated at run time, as `` (at FILE:LINE, in FUNCTION: CODE)``; ``""`` where there is none."""
+    names no frame (:func:`_where`): the innermost frame of its traceback (which begins at :func:`export_program`)
+    outside torch's files, this package's, Python's own library (a context manager's exit that passed the error on)
+    and code generated at run time, as `` (at FILE:LINE, in FUNCTION: CODE)``; ``""`` where there is none."""
     import linecache
     import os
+    import sysconfig
 
     import torch
 
+    paths = sysconfig.get_paths()
+    installed = tuple(os.path.join(paths[k], "") for k in ("purelib", "platlib"))
     skipped = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.dirname(__file__)) + os.sep, "<")
-    own = [entry for entry in _frames(exc) if not entry.tb_frame.f_code.co_filename.startswith(skipped)]
-    if not own:
+
+    def the_model_s(file: str) -> bool:
+        return not file.startswith(skipped) and (file.startswith(installed)
+                                                 or not file.startswith(os.path.join(paths["stdlib"], "")))
+
+    frames = [entry for entry in _frames(exc) if the_model_s(entry.tb_frame.f_code.co_filename)]
+    if not frames:
         return ""
-    code, line = own[-1].tb_frame.f_code, own[-1].tb_lineno
+    code, line = frames[-1].tb_frame.f_code, frames[-1].tb_lineno
     text = linecache.getline(code.co_filename, line).strip()
     return f" (at {code.co_filename}:{line}, in {code.co_name}{': ' + text if text else ''})"
 
