@@ -460,8 +460,9 @@ def _frames(exc: BaseException) -> Iterator[Any]:
 def _raised_at(exc: BaseException) -> str:
     """Where in the model's code ``exc`` was raised while ``torch.export`` traced it, for an error whose message
     names no frame (:func:`_where`): the innermost frame of its traceback (which begins at :func:`export_program`)
-    outside torch's files, this package's, Python's own library (a context manager's exit that passed the error on)
-    and code generated at run time, as `` (at FILE:LINE, in FUNCTION: CODE)``; ``""`` where there is none."""
+    outside torch's files, this package's, Python's own library (a function of it that the model called, a context
+    manager's exit that passed the error on) and code generated at run time, as `` (at FILE:LINE, in FUNCTION:
+    CODE)``; ``""`` where there is none."""
     import linecache
     import os
     import sysconfig
@@ -472,11 +473,11 @@ def _raised_at(exc: BaseException) -> str:
     installed = tuple(os.path.join(paths[k], "") for k in ("purelib", "platlib"))
     skipped = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.dirname(__file__)) + os.sep, "<")
 
-    def the_model_s(file: str) -> bool:
+    def in_the_model(file: str) -> bool:
         return not file.startswith(skipped) and (file.startswith(installed)
                                                  or not file.startswith(os.path.join(paths["stdlib"], "")))
 
-    frames = [entry for entry in _frames(exc) if the_model_s(entry.tb_frame.f_code.co_filename)]
+    frames = [entry for entry in _frames(exc) if in_the_model(entry.tb_frame.f_code.co_filename)]
     if not frames:
         return ""
     code, line = frames[-1].tb_frame.f_code, frames[-1].tb_lineno
@@ -496,7 +497,7 @@ def _packed_sequence(model: Any, exc: BaseException) -> str:
         if isinstance(layer, torch.nn.RNNBase) and isinstance(values.get("orig_input"),
                                                               torch.nn.utils.rnn.PackedSequence):
             name = next((n for n, m in model.named_modules() if m is layer), None)
-            called = f"its {type(layer).__name__} {name!r}" if name else f"an {type(layer).__name__}"
+            called = f"its {type(layer).__name__} {name!r}" if name else f"the {type(layer).__name__}"   # the model
             return (f"{called} is given a PackedSequence (pack_padded_sequence), whose batch sizes are values of a "
                     "tensor, which torch.export cannot read as sizes: give it the padded tensor, and mask or gather "
                     "by the lengths what the steps past each sequence's end change")
