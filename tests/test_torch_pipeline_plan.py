@@ -694,8 +694,10 @@ def test_the_model_returns_a_tensor_or_a_tuple_of_tensors():
                                   "tensor or a tuple of tensors"),
                           ("nested", "model returns a nested tuple (output 1 is a tuple); a pipelined model returns a "
                                      "tensor or a flat tuple of tensors: return its tensors as items of one tuple (a "
-                                     "transformers model called with output_hidden_states or output_attentions "
-                                     "returns a tuple inside its output)"),
+                                     "transformers model returns a tuple inside its output when called with "
+                                     "output_hidden_states or output_attentions, and a dual-encoder such as CLIP "
+                                     "always does, its encoders' outputs: wrap it in a module that returns the "
+                                     "tensors the loss needs)"),
                           # a loss computed inside the model: torch's runtime failed after the backward pass,
                           # concatenating the micro-batches' losses
                           ("scalar", "model returns the 0-dimensional tensor 'sum_1', which the pipeline runtime "

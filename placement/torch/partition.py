@@ -250,9 +250,11 @@ def check_output_spec(spec: Any) -> bool:
             kind = getattr(spec.children()[inner].type, "__name__", "structure")
             raise InvalidParameterError("model", f"returns a {what} (output {inner} is a {kind}); a pipelined model "
                                                  "returns a tensor or a flat tuple of tensors: return its tensors as "
-                                                 "items of one tuple (a transformers model called with "
-                                                 "output_hidden_states or output_attentions returns a tuple inside "
-                                                 "its output)")
+                                                 "items of one tuple (a transformers model returns a tuple inside "
+                                                 "its output when called with output_hidden_states or "
+                                                 "output_attentions, and a dual-encoder such as CLIP always does, "
+                                                 "its encoders' outputs: wrap it in a module that returns the "
+                                                 "tensors the loss needs)")
         raise InvalidParameterError("model", f"returns a {what}; a pipelined model returns a tensor or a tuple of "
                                              "tensors: return a tuple of its values (a transformers model does when "
                                              "called with return_dict=False)")
