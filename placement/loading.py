@@ -27,20 +27,47 @@ FORMATS = ("tarnawski", "native", "piper")
 
 
 def other_document(data: Mapping[str, Any]) -> str | None:
-    """What a document without ``nodes`` is instead of an instance, where its fields say: a plan, or
-    another document of this package (named by its ``format``), or a description of an instance (its
-    ``nodes`` a count); ``None`` otherwise."""
+    """What a document without ``nodes`` is instead of an instance, where its fields say: a plan, a document
+    :func:`named_document` names, another document of this package (named by its ``format``: a simulation's
+    has ``stages`` too, yet is no plan), or a description of an instance (its ``nodes`` a count); ``None``
+    otherwise."""
     nodes = data.get("nodes")
     if isinstance(nodes, int) and not isinstance(nodes, bool) and "device_types" in data:
         return "a description of an instance"
     if "nodes" in data:
         return None
     kind = data.get("format")
-    if "fpgas" in data or "cpus" in data or "stages" in data or kind in ("placement-plan/1",
-                                                                          "placement-parallel-plan/1"):
+    if kind in ("placement-plan/1", "placement-parallel-plan/1"):
         return "a plan"
+    named = named_document(data)
+    if named:
+        return named
     if isinstance(kind, str) and kind.startswith("placement-"):
         return f"a {kind} document"
+    if "fpgas" in data or "cpus" in data or "stages" in data:
+        return "a plan"
+    return None
+
+
+def named_document(data: Mapping[str, Any]) -> str | None:
+    """What a document without ``nodes`` is where its fields say so beyond a ``format`` of this package's
+    plans: a verification verdict (``verify --json``: ``valid`` and ``violations``), a split of a plan
+    (``split``'s form and ``split``) or a device catalogue (its ``format``, or its ``devices`` by id);
+    ``None`` otherwise."""
+    from placement.costmodel.roofline import CATALOGUE_FORMAT
+    from placement.handoff import SPLIT_FORMATS
+
+    if "nodes" in data:
+        return None
+    kind = data.get("format")
+    if "valid" in data and "violations" in data:
+        return "a verification verdict"
+    if "split" in data and isinstance(kind, str) and kind in SPLIT_FORMATS:
+        return "a split (the hand-off form of a plan)"
+    devices = data.get("devices")
+    if kind == CATALOGUE_FORMAT or (isinstance(devices, Mapping) and devices
+                                    and all(isinstance(entry, Mapping) for entry in devices.values())):
+        return "a device catalogue"
     return None
 
 

@@ -784,3 +784,81 @@ def test_the_readme_s_misspelling_example_prints_what_it_says(capsys):
     exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
     assert capsys.readouterr().out == ("node 1: unknown field 'colourClass'; did you mean 'colorClass'? (a field "
                                        "this like one the format reads is refused, not ignored)\n")
+
+
+# what split --json, verify --json (of a plan and of a parallel plan) and simulate --json write, in short
+SPLIT = {"format": "megatron", "split": "Etttt|tttt|tttt|L", "notes": [], "warnings": [], "order": None}
+VERDICT = {"valid": True, "objective": "throughput", "contiguity": "stages", "value": 7.5, "max_load": 7.5,
+           "violations": [], "finest_class": "stages", "inferred": [], "calls": None, "notes": []}
+PARALLEL_VERDICT = {"valid": True, "value": 53.5, "violations": [], "schedule": "piper", "chunks": 1, "devices": 10,
+                    "memory": 8e10, "time_per_batch": 14107.3, "stages": [{"nodes": [0], "d": 8, "t": 1}]}
+SIMULATION = {"format": "placement-simulation/1", "schedule": "stream", "makespan": 487.5, "stages": [{"device": 0}]}
+CATALOGUE = {"devices": {"g": {"kind": "cpu", "peak_flops": {"fp32": 1e12}, "memory_bandwidth": 1e11,
+                               "memory": 2**30}}}
+NAMED = [(SPLIT, "a split (the hand-off form of a plan)"), (VERDICT, "a verification verdict"),
+         (PARALLEL_VERDICT, "a verification verdict"), (CATALOGUE, "a device catalogue"),
+         ({**CATALOGUE, "format": "placement-devices/1"}, "a device catalogue")]
+NAMED_IDS = ["split", "verdict", "parallel verdict", "catalogue", "catalogue with its format"]
+
+
+@pytest.mark.parametrize("document, what", [*NAMED, (SIMULATION, "a placement-simulation/1 document")],
+                         ids=[*NAMED_IDS, "simulation"])
+def test_a_split_a_verdict_and_a_catalogue_are_named_where_an_instance_is_expected(tmp_path, capsys, document, what):
+    """Before, each was read field by field ("instance: unknown field 'format'", "... 'calls'", "... 'devices'"),
+    and a simulation, for its 'stages', was called a plan to give after its instance."""
+    from placement.codesign.workload import load_workload
+
+    path = write(tmp_path, document)
+    expected = f"{path}: the document is {what}, not an instance, which has 'nodes' and 'edges'"
+    with pytest.raises(InvalidInstanceError) as caught:
+        load(path)
+    assert str(caught.value) == expected
+    with pytest.raises(InvalidInstanceError) as caught:
+        load_workload(path)
+    assert str(caught.value) == (f"{path}: the document is {what}, not a model file, which has 'nodes' (each with its "
+                                 "operators, or FLOPs and bytes) and 'edges'")
+    plan = Path(__file__).parent.parent / "instances" / "tiny" / "chain4.json"   # a plan is not read first
+    for argv in (["solve", str(path)], ["info", str(path)], ["verify", str(path), str(plan)]):
+        assert _cli().main(argv) == 2
+        assert capsys.readouterr().err == f"error: {expected}\n"
+
+
+@pytest.mark.parametrize("document, what", NAMED, ids=NAMED_IDS)
+def test_a_split_a_verdict_and_a_catalogue_are_named_where_a_plan_is_expected(tmp_path, capsys, document, what):
+    """Before: "field 'format' must be 'placement-plan/1', got 'megatron'", "unknown field 'max_load'; did you mean
+    'maxLoad'?", "field 'devices' must be an array, got object"; as a parallel plan, "unknown plan format
+    'megatron'", "unknown field 'time_per_batch'; did you mean 'timePerBatch'?"."""
+    from placement.simulation.parallel import read_parallel_plan
+
+    path = write(tmp_path, document)
+    with pytest.raises(InvalidPlanError) as caught:
+        read_plan(path)
+    assert str(caught.value) == (f"{path}: the document is {what}, not a plan, which has 'devices' (or 'fpgas' and "
+                                 "'cpus')")
+    instance = Path(__file__).parent.parent / "instances" / "tiny" / "chain4.json"
+    assert _cli().main(["verify", str(instance), str(path)]) == 2
+    assert capsys.readouterr().err == f"error: {caught.value}\n"
+    with pytest.raises(InvalidPlanError) as caught:
+        read_parallel_plan(path)
+    assert str(caught.value) == f"the document is {what}, not a parallel plan, which has a list 'stages'"
+
+
+def test_a_co_design_result_is_named_where_a_grid_or_a_sweep_specification_is_expected(tmp_path, capsys):
+    # before: "grid: unknown field 'chips' (the fields are name, tensor_cores, ...)", "unknown key 'designs'"
+    from placement.codesign.grid import load_grid
+    from placement.codesign.sweep import load_spec
+
+    path = write(tmp_path, {"status": "optimal", "objective": "throughput", "value": 727.7, "designs": [], "plan": [],
+                            "chips": 2})
+    grid = (f"{path}: the document is a co-design result, not a grid, which has an array of values for each of "
+            "tensor_cores, array_width, array_depth, vector_cores, vector_lanes, buffer_mb")
+    with pytest.raises(InvalidInstanceError) as caught:
+        load_grid(path)
+    assert str(caught.value) == grid
+    model = Path(__file__).parent.parent / "instances" / "models" / "mlp-training.json"
+    assert _cli().main(["codesign", str(model), "--chips", "1", "--power", "300", "--grid", str(path)]) == 2
+    assert capsys.readouterr().err == f"error: {grid}\n"
+    with pytest.raises(InvalidInstanceError) as caught:
+        load_spec(path)
+    assert str(caught.value) == (f"{path}: the document is a co-design result, not a sweep specification, which has "
+                                 "the lists models, chips and budgets")

@@ -203,3 +203,52 @@ def test_platform_parameters_of_the_wrong_type_are_named(tmp_path):
     assert str(err.value) == f"catalogues must be a list of catalogue files, not the one path {str(path)!r}: " \
                              f"give [{str(path)!r}]"
     assert make_platform(catalogues=[path], memory=2**30).accelerator_memory == 2**30
+
+
+CPU_ENTRY = {"kind": "cpu", "peak_flops": {"fp32": 1e12}, "memory_bandwidth": 1e11, "memory": 2**30}
+
+
+@pytest.mark.parametrize("given, shown", [("placement-devices/2", "'placement-devices/2'"), (7, "7"), (None, "null"),
+                                          ("placement-plans/1", "'placement-plans/1'")])
+def test_a_catalogue_that_says_another_format_is_refused(tmp_path, given, shown):
+    # the field was ignored: a file of another version of the format was read as this one
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"format": given, "devices": {"x": CPU_ENTRY}}))
+    with pytest.raises(InvalidInstanceError) as err:
+        load_catalogue([path])
+    assert str(err.value) == f"{path}: field 'format' must be 'placement-devices/1', got {shown}"
+
+
+def test_a_catalogue_gives_its_format_or_none(tmp_path):
+    """As a plan file: the bundled file says its format, the documented example of a user's file does not."""
+    from pathlib import Path
+    import re
+
+    from placement.costmodel.roofline import CATALOGUE_FORMAT
+
+    root = Path(__file__).resolve().parents[1]
+    assert json.loads((root / "placement" / "costmodel" / "devices.json").read_text())["format"] == CATALOGUE_FORMAT
+    assert parse_catalogue({"format": CATALOGUE_FORMAT, "devices": {"x": CPU_ENTRY}}) == parse_catalogue(
+        {"devices": {"x": CPU_ENTRY}})
+    (example,) = [block for block in re.findall(r"^```json\n(.*?)^```", (root / "docs" / "pytorch.md").read_text(),
+                                                flags=re.S | re.M) if '"my-gpu"' in block]
+    assert "format" not in json.loads(example) and list(parse_catalogue(json.loads(example))) == ["my-gpu"]
+
+
+@pytest.mark.parametrize("document, what", [
+    ({"format": "placement-plan/1", "devices": [{"type": "accelerator", "nodes": [1]}]}, "a plan"),
+    ({"maxFPGAs": 1, "maxCPUs": 0, "maxSizePerFPGA": 1, "nodes": [], "edges": []}, "an instance or a model file"),
+    ({"format": "megatron", "split": "E|L", "notes": [], "warnings": [], "order": None},
+     "a split (the hand-off form of a plan)"),
+    ({"status": "optimal", "objective": "throughput", "value": 727.7, "designs": [], "plan": [], "chips": 2},
+     "a co-design result"),
+    ({"format": "placement-network/1", "name": "SFC", "layers": []}, "a placement-network/1 document"),
+], ids=["plan", "instance", "split", "co-design result", "network"])
+def test_another_document_given_as_a_catalogue_is_named(tmp_path, document, what):
+    # before: "a device catalogue needs an object field 'devices' (id -> device)", and a plan's format was ignored
+    path = tmp_path / "doc.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(InvalidInstanceError) as err:
+        load_catalogue([path])
+    assert str(err.value) == (f"{path}: the document is {what}, not a device catalogue, which has an object "
+                              "'devices' (id -> device)")

@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 from placement.codesign.template import PARAMETERS, Design
 from placement.errors import InvalidInstanceError, InvalidParameterError, LimitExceededError
-from placement.loading import other_document
+from placement.loading import design_document, other_document
 from placement.jsonfile import file_stem, json_type_name, json_value_text, load_json
 
 #: The default design space (module docstring).
@@ -81,8 +81,8 @@ def parse_grid(data: Any, name: str = "grid") -> Grid:
     if not isinstance(data, Mapping):
         raise InvalidInstanceError(f"a grid must be a JSON object, got {json_type_name(data)}")
     other = "an instance or a model file" if "nodes" in data else other_document(data)
-    if not other and {"models", "budgets"} <= set(data):
-        other = "a sweep specification"
+    if not other and not set(PARAMETERS) & set(data):   # a sweep specification or a co-design result
+        other = design_document(data)
     if other:
         raise InvalidInstanceError(f"the document is {other}, not a grid, which has an array of values for each "
                                    f"of {', '.join(PARAMETERS)}")

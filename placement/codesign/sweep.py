@@ -135,12 +135,11 @@ def load_spec(path: str | Path) -> SweepSpec:
     if not isinstance(data, dict):
         raise InvalidInstanceError(f"{path}: a sweep specification is a JSON object with the keys "
                                    f"{', '.join(SPEC_KEYS)}")
-    from placement.codesign.template import PARAMETERS
-    from placement.loading import other_document
+    from placement.loading import design_document, other_document
 
     other = "a model file (or an instance)" if "nodes" in data else other_document(data)
-    if not other and set(PARAMETERS) & set(data):
-        other = "a design grid"
+    if not other and design_document(data) != "a sweep specification":   # a design grid or a co-design result
+        other = design_document(data)
     if other:
         raise InvalidInstanceError(f"{path}: the document is {other}, not a sweep specification, which has the "
                                    "lists models, chips and budgets")

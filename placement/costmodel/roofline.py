@@ -42,7 +42,9 @@ them) and optional for CPUs; ``op_overhead`` (seconds per kernel, non-negative) 
 0 when absent; ``sources`` is optional. Other fields are ignored, but for a misspelling of one of these
 (:mod:`placement.misspelling`: ``op_overheads`` would leave the overhead 0), which is refused.
 Ids are case-insensitive: a file's ``H100`` replaces the bundled ``h100``, and one file may not hold
-two ids that differ only in case.
+two ids that differ only in case. A file may say what it is, ``"format": "placement-devices/1"``
+(:data:`CATALOGUE_FORMAT`), as the bundled one does; one that says another format is refused, and so is
+another document of this package (a plan, an instance), named as what it is.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ from placement.misspelling import misspelling_message, misspelt_field
 #: Data types the catalogue may give peaks for, with their element sizes in bytes.
 ELEMENT_BYTES: dict[str, int] = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 KINDS = ("accelerator", "cpu")
+#: what a catalogue file's optional ``format`` field says
+CATALOGUE_FORMAT = "placement-devices/1"
 
 
 def check_dtype(dtype: str | None) -> str | None:
@@ -190,10 +194,31 @@ def parse_device(device_id: str, entry: Any) -> DeviceSpec:
                       _number(entry, "op_overhead", where, zero_allowed=True) if "op_overhead" in entry else 0.0)
 
 
+def _other_document(data: dict) -> str | None:
+    """What a document that is no catalogue is, where its fields say (an instance or a model file, a plan, a
+    co-design document, another document of this package); ``None`` for a catalogue or what may be one (one
+    of another version of the format is told so)."""
+    from placement.loading import design_document, other_document
+
+    kind = data.get("format")
+    if isinstance(kind, str) and kind.startswith(CATALOGUE_FORMAT.split("/")[0] + "/"):
+        return None
+    other = (other_document(data) or ("an instance or a model file" if "nodes" in data else None)
+             or design_document(data))
+    return None if other == "a device catalogue" else other
+
+
 def parse_catalogue(data: Any) -> dict[str, DeviceSpec]:
     """The devices of a decoded catalogue file, by id."""
     if not isinstance(data, dict):
         raise InvalidInstanceError(f"a device catalogue must be a JSON object, got {json_type_name(data)}")
+    other = _other_document(data)
+    if other:
+        raise InvalidInstanceError(f"the document is {other}, not a device catalogue, which has an object "
+                                   "'devices' (id -> device)")
+    if data.get("format", CATALOGUE_FORMAT) != CATALOGUE_FORMAT:   # absent: the documented example gives none
+        raise InvalidInstanceError(f"field 'format' must be {CATALOGUE_FORMAT!r}, "
+                                   f"got {json_value_text(data['format'])}")
     devices = data.get("devices")
     if not isinstance(devices, dict):
         raise InvalidInstanceError("a device catalogue needs an object field 'devices' (id -> device)")

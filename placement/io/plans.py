@@ -72,13 +72,15 @@ def parse_plan(data: Any) -> Plan:
     """Build a :class:`Plan` from the decoded JSON of a plan file (either format)."""
     if not isinstance(data, dict):
         raise InvalidPlanError(f"the plan must be a JSON object, got {json_type_name(data)}")
+    from placement.loading import design_document, named_document
+
+    # read field by field, a sweep's 'objectives' was refused as a misspelt 'objective', a verdict's 'max_load' as
+    # a misspelt 'maxLoad', and a split's form as a wrong 'format'
+    other = named_document(data) or design_document(data)
+    if other:
+        raise InvalidPlanError(f"the document is {other}, not a plan, which has 'devices' (or 'fpgas' and 'cpus')")
     if "format" in data and data["format"] != FORMAT:
         raise InvalidPlanError(f"field 'format' must be {FORMAT!r}, got {json_value_text(data['format'])}")
-    from placement.loading import design_document
-
-    other = design_document(data)
-    if other:   # read field by field, a sweep's 'objectives' was refused as a misspelt 'objective'
-        raise InvalidPlanError(f"the document is {other}, not a plan, which has 'devices' (or 'fpgas' and 'cpus')")
     # 'fpga' was read as no accelerators at all, 'contiguty' as no class to check; a document with nodes is an
     # instance or its description (info's 'device_types' is none), refused as such below
     misspelt = None if "nodes" in data else misspelt_field([data], PLACING_FIELDS + WRITTEN_FIELDS,
