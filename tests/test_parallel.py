@@ -293,6 +293,46 @@ def test_a_stage_needs_its_degrees(stage, message):
     assert str(info.value) == message
 
 
+def test_whole_numbers_written_as_floats_read_as_integers_as_in_an_ordinary_plan_file(tmp_path):
+    """Refused before ("stages[0].d must be a positive integer, not 2.0", "stages[0].nodes must be a list of node
+    ids (integers)", "chunks must be a positive integer, not 1.0"), where an ordinary plan file reads node 3.0 as
+    node 3; a recorded device count too ("the plan's 'devices' must be a device count ..., not 4.0")."""
+    from placement.simulation.parallel import read_parallel_plan
+
+    stages = [{"nodes": [0, 1], "d": 2, "t": 1, "tmpcs": {"0": "v", "1": "v"}}, {"nodes": [2], "d": 1, "t": 2}]
+    written = {"chunks": 1.0, "devices": 4.0, "stages": [{**stages[0], "nodes": [0.0, 1], "d": 2.0, "t": 1.0},
+                                                         {**stages[1], "nodes": [2.0], "t": 2.0}]}
+    plan = ParallelPlan.from_json(written)
+    assert plan == ParallelPlan.from_json({"stages": stages})
+    assert json.dumps(plan.to_json()) == json.dumps({"schedule": "piper", "stages": [{**stages[0]},
+                                                                                      {**stages[1], "tmpcs": {}}]})
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(written))
+    read, devices, memory = read_parallel_plan(path)
+    assert (read, devices, memory) == (plan, 4, None) and type(devices) is int
+    assert read_parallel_plan({**written, "devices": {"a100": 3.0, "v100": 1}})[1] == {"a100": 3, "v100": 1}
+
+
+@pytest.mark.parametrize("document, message", [
+    ({"stages": [{"nodes": [0], "d": 2.5, "t": 1}]}, "stages[0].d must be a positive integer, not 2.5"),
+    ({"stages": [{"nodes": [0], "d": 1, "t": 0.0}]}, "stages[0].t must be a positive integer, not 0.0"),
+    ({"stages": [{"nodes": [0.5], "d": 1, "t": 1}]}, "stages[0].nodes[0]: node id must be an integer, got 0.5"),
+    ({"stages": [{"nodes": [1, "2"], "d": 1, "t": 1}]}, "stages[0].nodes[1]: node id must be an integer, got string"),
+    ({"stages": [{"nodes": [2.0 ** 53], "d": 1, "t": 1}]},
+     "stages[0].nodes[0]: node id reads 9007199254740992, a number not written as an integer, 2^53 = "
+     "9007199254740992 or more, where a double does not hold every integer (what was written may have been rounded "
+     "to another); write it as an integer"),
+    ({"chunks": 1.5, "stages": []}, "chunks must be a positive integer, not 1.5"),
+], ids=["fractional degree", "zero degree", "fractional node id", "string node id", "rounded node id",
+        "fractional chunks"])
+def test_a_number_with_a_fraction_is_still_no_count_or_node_id(document, message):
+    from placement.errors import InvalidPlanError
+
+    with pytest.raises(InvalidPlanError) as info:
+        ParallelPlan.from_json(document)
+    assert str(info.value) == message
+
+
 @pytest.mark.parametrize("key", ["1_0", " 10", "010", "+10", "\u0661\u0660", "ten"])
 def test_a_tmpc_key_is_a_node_id_in_decimal_digits(key):
     # int() read '1_0', ' 10', '010' and '+10' as node 10 (and the Arabic-Indic digits too), a key the instance

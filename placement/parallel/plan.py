@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from placement.errors import InvalidPlanError
+from placement.io.plans import node_ids, whole_number
 from placement.jsonfile import NODE_ID_KEY, json_value_text, refuse_huge_integers, refuse_non_string_keys
 from placement.misspelling import misspelling_message, misspelt_field
 from placement.plan import _ids, typed_sequence
@@ -42,6 +43,13 @@ def _integer(value: object, what: str) -> int:
     if not isinstance(value, numbers.Integral) or is_flag(value):
         raise InvalidPlanError(f"{what} must be an integer, got {type(value).__name__} {value!r}")
     return int(value)
+
+
+def _positive_count(value: object) -> int | None:
+    """A plan file's degree or chunk count ``value`` as a positive integer, read as an ordinary plan file reads
+    a count (:func:`placement.io.plans.whole_number`: ``2.0`` is 2); ``None`` where it is none."""
+    count = whole_number(value)
+    return count if count is not None and count >= 1 else None
 
 
 @dataclass(frozen=True)
@@ -148,9 +156,9 @@ class ParallelPlan:
         schedule = doc.get("schedule", "piper")
         if schedule not in SCHEDULES:
             raise InvalidPlanError(f"unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
-        chunks = doc.get("chunks", 1)
-        if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
-            raise InvalidPlanError(f"chunks must be a positive integer, not {chunks!r}")
+        chunks = _positive_count(doc.get("chunks", 1))
+        if chunks is None:
+            raise InvalidPlanError(f"chunks must be a positive integer, not {doc['chunks']!r}")
         if schedule == "interleaved" and "chunks" not in doc:
             raise InvalidPlanError("an interleaved plan must give 'chunks', its model chunks per device group")
         if chunks > 1 and schedule != "interleaved":   # a plan of one chunk per group records none
@@ -164,14 +172,16 @@ class ParallelPlan:
             if not isinstance(raw, Mapping):
                 raise InvalidPlanError(f"{where} must be a JSON object")
             nodes, tmpcs = raw.get("nodes"), raw.get("tmpcs", {})
-            if not isinstance(nodes, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in nodes):
+            if not isinstance(nodes, list):
                 raise InvalidPlanError(f"{where}.nodes must be a list of node ids (integers)")
+            nodes = node_ids(nodes, f"{where}.nodes")   # 3.0 is node 3, as an ordinary plan file reads it
+            degrees = {}
             for key in ("d", "t"):
                 if key not in raw:
                     raise InvalidPlanError(f"{where}: missing field {key!r}")
-                value = raw[key]
-                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                    raise InvalidPlanError(f"{where}.{key} must be a positive integer, not {json_value_text(value)}")
+                degrees[key] = _positive_count(raw[key])
+                if degrees[key] is None:
+                    raise InvalidPlanError(f"{where}.{key} must be a positive integer, not {json_value_text(raw[key])}")
             if not isinstance(tmpcs, Mapping) or not all(isinstance(c, str) for c in tmpcs.values()):
                 raise InvalidPlanError(f"{where}.tmpcs must map node ids to TMPC ids (strings)")
             odd = next((v for v in tmpcs if not NODE_ID_KEY.fullmatch(v)), None)
@@ -195,7 +205,7 @@ class ParallelPlan:
             if not isinstance(device_type, str):
                 raise InvalidPlanError(f"{where}.deviceType must be a device type name (a string), "
                                        f"not {device_type!r}")
-            stages.append(ParallelStage(tuple(nodes), raw["d"], raw["t"], chosen, device_type))
+            stages.append(ParallelStage(nodes, degrees["d"], degrees["t"], chosen, device_type))
         return cls(tuple(stages), schedule, chunks)
 
 

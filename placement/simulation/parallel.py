@@ -258,8 +258,11 @@ def read_parallel_plan(source: Any) -> tuple[Any, Any, float | None]:
     record = doc if isinstance(doc, Mapping) else source
     devices = record.get("devices", source.get("devices"))
     memory = record.get("memory", source.get("memory"))
-    counts = isinstance(devices, Mapping) and all(isinstance(k, str) and _count(c) for k, c in devices.items())
-    if devices is not None and not (_count(devices) or counts):   # a record that says something else: refused
+    if isinstance(devices, Mapping) and all(isinstance(k, str) and _count(c) is not None for k, c in devices.items()):
+        devices = {k: _count(c) for k, c in devices.items()}
+    elif devices is not None and _count(devices) is not None:
+        devices = _count(devices)
+    elif devices is not None:   # a record that says something else: refused
         raise InvalidPlanError(f"the plan's 'devices' must be a device count or counts per device type, not "
                                f"{devices!r}")
     if memory is not None and not (isinstance(memory, (int, float)) and not isinstance(memory, bool)
@@ -281,8 +284,13 @@ def _refuse_another_document(*documents: Any) -> None:
             raise InvalidPlanError(f"the document is {other}, not a parallel plan, which has a list 'stages'")
 
 
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def _count(value: Any) -> int | None:
+    """A recorded device count as an integer, where it is a non-negative one (``10.0`` is 10, as an ordinary plan
+    file reads a count: :func:`placement.io.plans.whole_number`); else ``None``."""
+    from placement.io.plans import whole_number
+
+    count = whole_number(value)
+    return count if count is not None and count >= 0 else None
 
 
 def refuse_invalid(instance: PiperInstance, plan: Any, devices: Any = None, memory: float | None = None, *,
