@@ -831,3 +831,16 @@ def test_a_plan_recording_devices_its_typed_instance_cannot_have_is_refused_as_s
     assert (verdict.valid, verdict.violations) == (False, (refusal,))
     with pytest.raises(placement.errors.InvalidPlanError, match="^" + re.escape(refusal) + "$"):
         placement.simulate(instance, edited)
+
+
+@pytest.mark.parametrize("slow", [1e3, 1e17, 1e25])
+def test_a_tmpc_far_slower_than_the_rest_leaves_the_optimum_as_it_is(slow):
+    """Node 1's t = 1 TMPC takes ``slow``, node 0's 6: beside 1e17, the difference of two per-set sums of the times
+    that valued a stage of node 0 alone lost its 6, and the DP's optimum was no plan's ("AssertionError: stage
+    value 12.0 above the DP's optimum 7.0"). Stages are then valued by their own sums; the optimum is the brute
+    force's, as it is with a TMPC of 1e3."""
+    inst = chain([{1: (tmpc("x", 6, params=20),)}, {1: (tmpc("x", slow),), 2: (tmpc("x", 1),)}], cost=12.0,
+                 devices=4, memory=1000.0, bandwidth=4.0, microbatches=4)
+    result = placement.solve(inst)
+    assert (result.value, [(s.nodes, s.d, s.t) for s in result.plan.stages]) == (8.5, [((0,), 2, 1), ((1,), 1, 2)])
+    assert brute_force_parallel(inst)[0] == 8.5

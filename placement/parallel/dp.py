@@ -37,8 +37,9 @@ Speed, all of it exact: the DP first runs over the prefixes of one topological o
 above ``c`` — it skips stages whose time exceeds ``c``, and device counts that leave the rest of
 the graph (or the later stages) fewer devices than they need at ``c`` (``d·t ≥ Σ_v min t·time /
 c``). Stages whose nodes all have a dominant TMPC (:mod:`placement.parallel.tables`) take their
-sums as differences of per-set prefix sums and their boundary from the two sets' cuts; the
-knapsack runs only where the fastest choice does not fit, and (exact mode) only where the stage
+sums as differences of per-set prefix sums (unless their rounding could reach :data:`SUM_TOLERANCE` of
+the least value a plan can have: every stage is then summed apart) and their boundary from the two sets'
+cuts; the knapsack runs only where the fastest choice does not fit, and (exact mode) only where the stage
 could lower its cell: with the cell's value as its ceiling, and not where a lower bound (the least
 times; a value or bound at fewer micro-batches in flight, as the exact value never falls as ``y``
 grows) already reaches it. The chain's pass visits each set's last stages smallest first, so that
@@ -70,6 +71,10 @@ DEFAULT_MAX_SETS = 200_000
 #: the most table cells (sets × device counts × degree sums) the DP allocates
 MAX_CELLS = 50_000_000
 MODES = ("exact", "greedy")
+#: the rounding a stage value taken as a difference of two per-set sums may carry, relative to the least value
+#: any plan can have (the plan's reconstruction allows 1e-9): beyond it, stages are valued by their own sums
+SUM_TOLERANCE = 1e-10
+
 #: families of at most this many sets are first tried with the plain-Python kernels when the compiled
 #: ones are not in numba's cache yet ...
 INTERPRETED_SETS = 2_000
@@ -249,6 +254,9 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
                                  "lower devices", "devices")
     ys = np.arange(cap + 2) if suffix else np.array([m // d for _, _, d in pairs], dtype=np.int64)
     arrays = _arrays(tables, sets, ys, max(types.speed))
+    if not _differences_hold(tables, types, m, arrays["wtot"]):   # no dominant options: every stage summed apart
+        tables = replace(tables, dominant=np.full_like(tables.dominant, -1))
+        arrays = _arrays(tables, sets, ys, max(types.speed))
     stats: dict[str, Any] = {"sets": len(sets.size), "degree_pairs": len(pairs), "collapsed": collapsed,
                              "memory_rounded": rounded}
 
@@ -367,6 +375,24 @@ def _fill_both(passes: Callable, cells: int, sets: int, compiled: bool | None, s
         return found
     finally:
         kernels.close()
+
+
+def _differences_hold(tables: Tables, types: DeviceTypes, m: int, least_work: float) -> bool:
+    """Whether the fill's fast stage values (:func:`placement.parallel._kernels.fill`), differences of two per-set
+    sums of the dominant options' times and parameter sizes (:func:`_arrays`), are within :data:`SUM_TOLERANCE` of
+    the least value any plan can have: ``least_work`` (Σ of the least ``t · time``, at the largest speed) over the
+    devices. A sum of ``n`` non-negative terms is within ``(n − 1)·ε/2`` of their total, so a difference is within
+    ``(n − 1)·ε`` times the larger sum: beside a TMPC far slower than the others (1e17 against 6) that is more
+    than a whole stage's time, which the difference then lost, and the DP valued a stage of one fast node at
+    its boundary alone."""
+    n = len(tables.ids)
+    has = tables.dominant >= 0
+    dom = np.maximum(tables.dominant, 0)[:, :, None]
+    time_sum = (np.take_along_axis(tables.time, dom, axis=2)[:, :, 0] * has).sum(axis=0).max(initial=0.0)
+    params_sum = (np.take_along_axis(tables.params, dom, axis=2)[:, :, 0] * has).sum(axis=0).max(initial=0.0)
+    error = max(n - 1, 0) * float(np.finfo(np.float64).eps) * (
+        float(time_sum) / min(types.speed) + 4.0 * float(params_sum) / (m * min(types.bandwidth)))
+    return error <= SUM_TOLERANCE * least_work / sum(types.counts)
 
 
 def _knapsacks_needed(tables: Tables, types: DeviceTypes, most_in_flight: int) -> bool:
