@@ -310,7 +310,7 @@ def _decode(path: str | Path, error: type[PlacementError], max_bytes: int) -> tu
                            object_pairs_hook=_unique_keys),
                 many_digits or any(spelling in shapes for spelling in _MAYBE_NOT_FINITE))
     except json.JSONDecodeError as exc:
-        raise error(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        raise error(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {_malformed(exc)}") from None
     except _RepeatedKey as exc:
         raise error(f"{path}: the key {exc.args[0]!r} appears twice in one object; which one is meant is "
                     "not clear") from None
@@ -321,6 +321,18 @@ def _decode(path: str | Path, error: type[PlacementError], max_bytes: int) -> tu
     except ValueError:  # an integer literal longer than the interpreter converts
         raise error(f"{path}: malformed JSON: an integer with more than {sys.get_int_max_str_digits()} "
                     "digits") from None
+
+
+def _malformed(exc: json.JSONDecodeError) -> str:
+    """Why the parser stopped, in words: its own, but for text after a whole document (its "Extra data"), which
+    where an object or an array starts a line is the next document of JSON Lines (a sweep's records), which no
+    reader here takes."""
+    if exc.msg != "Extra data":
+        return exc.msg
+    lines = exc.colno == 1 and exc.doc[exc.pos:exc.pos + 1] in ("{", "[")
+    return "text after the end of the document" + (
+        "; a file holds one JSON document, and JSON Lines (a document a line, as a sweep's records) are not read here"
+        if lines else "")
 
 
 class _RepeatedKey(ValueError):

@@ -199,6 +199,12 @@ def test_missing_node_id(tmp_path):
                                              if sys.version_info >= (3, 13)
                                              else (12, "Expecting property name enclosed in double quotes"))),
     ("[1, 2", 1, 6, "Expecting ',' delimiter"),
+    # the parser's "Extra data"; a second object on a line of its own is JSON Lines, a sweep's records
+    ('{"id": "a", "status": "optimal"}\n{"id": "b", "status": "optimal"}\n', 2, 1,
+     "text after the end of the document; a file holds one JSON document, and JSON Lines (a document a line, as a "
+     "sweep's records) are not read here"),
+    ('{"maxFPGAs": 2}\n,', 2, 1, "text after the end of the document"),
+    ('{"maxFPGAs": 2} {"maxCPUs": 1}', 1, 17, "text after the end of the document"),
 ])
 def test_malformed_json_names_line_and_column(tmp_path, text, line, column, why):
     assert message(tmp_path, text) == f"malformed JSON at line {line}, column {column}: {why}"
