@@ -172,6 +172,13 @@ def test_zero_devices_of_an_instance_refused_as_written_blames_the_override(tmp_
                                                  "got '1_0'"),
     (["hypar", "lenet-c", "--accelerators", "\u0662", "--batch", "8"],
      "argument --accelerators: expected a positive integer, got '\u0662'"),
+    # float() alone read these as 10 and 2 too, where the integer options refuse them
+    (["solve", CHAIN4, "--memory", "1_0"], "argument --memory: expected a finite non-negative number of bytes (or with "
+                                           "KiB, MiB, GiB, TiB), got '1_0'"),
+    (["solve", CHAIN4, "--memory", "1_0GiB"], "argument --memory: expected a finite non-negative number of bytes (or "
+                                              "with KiB, MiB, GiB, TiB), got '1_0GiB'"),
+    (["solve", CHAIN4, "--time-limit", "\u0662"], "argument --time-limit: expected a finite positive number, "
+                                                  "got '\u0662'"),
     (["solve", CHAIN4, "--threads", str(2**40)], "--threads must be an integer from 1 to 1024, "
                                                  "not 1099511627776"),  # the library's "or None": left out
     (["solve", CHAIN4, "--seed", str(2**63)], "--seed must be an integer from 0 to 2147483647, "
@@ -188,6 +195,14 @@ def test_usage_errors_exit_2(argv, message, capsys):
     assert main(argv) == 2
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == ("", f"error: {message}\n")
+
+
+@pytest.mark.parametrize("text, value", [("2", 2.0), (" 2 ", 2.0), ("+2", 2.0), ("0.5", 0.5), (".5", 0.5), ("5.", 5.0),
+                                         ("1e3", 1000.0), ("1E-3", 0.001), ("2.5e+2", 250.0)])
+def test_a_number_option_reads_decimal_notation(text, value):
+    from placement.cli.options import positive_float
+
+    assert positive_float(text) == value
 
 
 @pytest.mark.parametrize("option", ["--accelerators", "--cpus"])

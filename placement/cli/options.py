@@ -71,13 +71,15 @@ def positive_int(text: str) -> int:
     return _integer(text, 1, "positive integer")
 
 
+#: a number in ASCII decimal notation, with an optional fraction and exponent (``2``, ``0.5``, ``.5``, ``1e9``)
+_DECIMAL = re.compile(r"\s*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*")
+
+
 def _number(text: str, noun: str, *, positive: bool = False, below_one: bool = False,
             up_to_one: bool = False) -> float:
-    """A finite number ≥ 0 (> 0 when ``positive``; < 1 or ≤ 1 when asked); ``noun`` names it."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    """A finite number ≥ 0 (> 0 when ``positive``; < 1 or ≤ 1 when asked) in ASCII decimal notation, as an integer
+    option's (``float`` alone also reads ``1_0`` as 10, and digits of other scripts); ``noun`` names it."""
+    value = float(text) if _DECIMAL.fullmatch(text) else math.nan
     ok = (math.isfinite(value) and (value > 0 if positive else value >= 0)
           and (not below_one or value < 1) and (not up_to_one or value <= 1))
     if not ok:
