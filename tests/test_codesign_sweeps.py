@@ -701,6 +701,28 @@ def test_a_file_that_is_no_record_file_is_never_cut(tmp_path, capsys):
     assert json.loads(path.read_text())["chips"] == [1]
 
 
+@pytest.mark.parametrize("document, indent, what", [
+    ({"format": "placement-plan/1", "devices": [{"type": "accelerator", "nodes": [1]}]}, 1, "a plan"),
+    ({"format": "placement-plan/1", "devices": [{"type": "accelerator", "nodes": [1]}]}, None, "a plan"),
+    ({"models": ["x"], "chips": [1], "budgets": [[606.68, 300]]}, 2, "a sweep specification"),
+    ([1, 2], 1, "one JSON document"),
+], ids=["plan", "plan on one line", "specification", "array"])
+def test_another_document_given_as_the_records_is_named(tmp_path, document, indent, what):
+    """Before: "line 1 is not JSON (Expecting property name enclosed in double quotes)" of a file whose one document
+    spans its lines, and "line 1 is not a sweep record (no id)" of one written on one line."""
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,))
+    out = tmp_path / "plan.json"
+    out.write_text(json.dumps(document, indent=indent) + "\n", encoding="utf-8")
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.run_sweep(spec, out, quiet=True, task=list)
+    assert str(caught.value) == f"out {out}: the file is {what}, not sweep records (JSON Lines: a record a line)"
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text('{"note": 1}\n', encoding="utf-8")   # no document of the package: no record either
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.read_records(notes)
+    assert str(caught.value) == f"out {notes}: line 1 is not a sweep record (no id)"
+
+
 @pytest.mark.parametrize("name, value", [("workers", 1), ("workers", 4), ("processes", True), ("processes", False)])
 def test_the_local_cluster_options_are_refused_with_a_scheduler_whatever_their_value(tmp_path, name, value):
     """workers and processes size the local cluster, which a sweep given a scheduler does not start: they

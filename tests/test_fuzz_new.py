@@ -213,7 +213,8 @@ def test_out_is_not_a_records_file_and_is_left_whole(folder):
     """A spec file given as --out by mistake (its last line without a newline) is refused, not cut."""
     text = json.dumps(SPEC, indent=1)
     out = write(folder, "mistaken.json", text)
-    assert "mistaken.json: line 1 is not JSON" in refused(["codesign", "--sweep", folder / "spec.json", "--out", out])
+    assert "mistaken.json: the file is a sweep specification, not sweep records" in refused(
+        ["codesign", "--sweep", folder / "spec.json", "--out", out])
     assert out.read_text(encoding="utf-8") == text
 
 

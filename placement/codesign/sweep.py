@@ -227,15 +227,44 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
         try:
             record = json.loads(line)
         except (ValueError, RecursionError) as exc:  # malformed, nested too deep, an integer too long
+            whole = _one_document(text) if number == 1 else None
+            if whole:   # its first line, '{', was said to be no JSON
+                raise InvalidParameterError("out", f"{path}: the file is {whole}, not sweep records (JSON Lines: a "
+                                                   "record a line)") from None
             detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deep or a number too long"
             raise InvalidParameterError("out", f"{path}: line {number} is not JSON ({detail})") from None
         if not isinstance(record, dict) or not isinstance(record.get("id"), str):
+            whole = _document_kind(record) if len(lines) == 1 and not tail.strip() else None
+            if whole:   # one document written on one line
+                raise InvalidParameterError("out", f"{path}: the file is {whole}, not sweep records (JSON Lines: a "
+                                                   "record a line)")
             raise InvalidParameterError("out", f"{path}: line {number} is not a sweep record (no id)")
         records.append(record)
     if not (tail.startswith(RECORD_START) or RECORD_START.startswith(tail)):
         raise InvalidParameterError("out", f"{path}: line {len(lines) + 1} does not end in a newline and is no "
                                            "sweep record cut short: not a file of sweep records")
     return records
+
+
+def _one_document(text: str) -> str | None:
+    """What ``text`` is where it is one JSON document written over several lines (:func:`_document_kind`, or
+    just one document); ``None`` where it is none."""
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return _document_kind(document) or "one JSON document"
+
+
+def _document_kind(document: Any) -> str | None:
+    """What another document of the package is, where its fields say (a plan, a specification, ...:
+    :func:`placement.loading.other_document`, :func:`placement.loading.design_document`); else ``None``."""
+    from placement.loading import design_document, other_document
+
+    if not isinstance(document, dict):
+        return None
+    return (other_document(document) or ("an instance or a model file" if "nodes" in document else None)
+            or design_document(document))
 
 
 def _hold(fh: Any, path: Path, quiet: bool) -> None:
