@@ -52,8 +52,8 @@ def other_document(data: Mapping[str, Any]) -> str | None:
 def named_document(data: Mapping[str, Any]) -> str | None:
     """What a document without ``nodes`` is where its fields say so beyond a ``format`` of this package's
     plans: a verification verdict (``verify --json``: ``valid`` and ``violations``), a split of a plan
-    (``split``'s form and ``split``) or a device catalogue (its ``format``, or its ``devices`` by id);
-    ``None`` otherwise."""
+    (``split``'s form and ``split``) or the file of one form (:func:`hand_off_file`), a simulation's trace
+    (``traceEvents``) or a device catalogue (its ``format``, or its ``devices`` by id); ``None`` otherwise."""
     from placement.costmodel.roofline import CATALOGUE_FORMAT
     from placement.handoff import SPLIT_FORMATS
 
@@ -64,10 +64,29 @@ def named_document(data: Mapping[str, Any]) -> str | None:
         return "a verification verdict"
     if "split" in data and isinstance(kind, str) and kind in SPLIT_FORMATS:
         return "a split (the hand-off form of a plan)"
+    form = hand_off_file(data)
+    if form:
+        return f"{form} (a split's hand-off file)"
+    if "traceEvents" in data:
+        return "a trace of a simulation"
     devices = data.get("devices")
     if kind == CATALOGUE_FORMAT or (isinstance(devices, Mapping) and devices
                                     and all(isinstance(entry, Mapping) for entry in devices.values())):
         return "a device catalogue"
+    return None
+
+
+def hand_off_file(data: Mapping[str, Any]) -> str | None:
+    """The hand-off form a document is the file of, as ``split --out`` writes them (:mod:`placement.io.exporters`):
+    a split_spec (module names, each ``"BEGINNING"``), DeepSpeed parts (``layers``, module names, and ``parts``)
+    or a pipe_split program (``ops``); ``None`` for none."""
+    if set(data) == {"layers", "parts"} and isinstance(data["layers"], list) \
+            and all(isinstance(name, str) for name in data["layers"]):
+        return "DeepSpeed parts"
+    if set(data) == {"ops"} and isinstance(data["ops"], list):
+        return "a pipe_split program"
+    if data and all(isinstance(value, str) and value == "BEGINNING" for value in data.values()):
+        return "a split_spec"
     return None
 
 

@@ -801,17 +801,28 @@ PARALLEL_VERDICT = {"valid": True, "value": 53.5, "violations": [], "schedule": 
 SIMULATION = {"format": "placement-simulation/1", "schedule": "stream", "makespan": 487.5, "stages": [{"device": 0}]}
 CATALOGUE = {"devices": {"g": {"kind": "cpu", "peak_flops": {"fp32": 1e12}, "memory_bandwidth": 1e11,
                                "memory": 2**30}}}
+# the files split --out writes in the JSON forms, and simulate --trace
+SPLIT_SPEC = {"transformer.h.4": "BEGINNING", "transformer.h.8": "BEGINNING"}
+DEEPSPEED = {"layers": ["embed", "h.0", "h.1", "head"], "parts": [0, 2, 4]}
+PIPE_SPLIT = {"ops": [["view", "embedding"], ["add"]]}
+TRACE = {"traceEvents": [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "chain4: stream"}}],
+         "displayTimeUnit": "ms", "otherData": {}}
 NAMED = [(SPLIT, "a split (the hand-off form of a plan)"), (VERDICT, "a verification verdict"),
          (PARALLEL_VERDICT, "a verification verdict"), (CATALOGUE, "a device catalogue"),
-         ({**CATALOGUE, "format": "placement-devices/1"}, "a device catalogue")]
-NAMED_IDS = ["split", "verdict", "parallel verdict", "catalogue", "catalogue with its format"]
+         ({**CATALOGUE, "format": "placement-devices/1"}, "a device catalogue"),
+         (SPLIT_SPEC, "a split_spec (a split's hand-off file)"),
+         (DEEPSPEED, "DeepSpeed parts (a split's hand-off file)"),
+         (PIPE_SPLIT, "a pipe_split program (a split's hand-off file)"), (TRACE, "a trace of a simulation")]
+NAMED_IDS = ["split", "verdict", "parallel verdict", "catalogue", "catalogue with its format", "split_spec",
+             "deepspeed parts", "pipe_split program", "trace"]
 
 
 @pytest.mark.parametrize("document, what", [*NAMED, (SIMULATION, "a placement-simulation/1 document")],
                          ids=[*NAMED_IDS, "simulation"])
 def test_a_split_a_verdict_and_a_catalogue_are_named_where_an_instance_is_expected(tmp_path, capsys, document, what):
-    """Before, each was read field by field ("instance: unknown field 'format'", "... 'calls'", "... 'devices'"),
-    and a simulation, for its 'stages', was called a plan to give after its instance."""
+    """Before, each was read field by field ("instance: unknown field 'format'", "... 'calls'", "... 'devices'",
+    "... 'transformer.h.4'", "... 'displayTimeUnit'"), and a simulation, for its 'stages', was called a plan to
+    give after its instance."""
     from placement.codesign.workload import load_workload
 
     path = write(tmp_path, document)
@@ -832,8 +843,9 @@ def test_a_split_a_verdict_and_a_catalogue_are_named_where_an_instance_is_expect
 @pytest.mark.parametrize("document, what", NAMED, ids=NAMED_IDS)
 def test_a_split_a_verdict_and_a_catalogue_are_named_where_a_plan_is_expected(tmp_path, capsys, document, what):
     """Before: "field 'format' must be 'placement-plan/1', got 'megatron'", "unknown field 'max_load'; did you mean
-    'maxLoad'?", "field 'devices' must be an array, got object"; as a parallel plan, "unknown plan format
-    'megatron'", "unknown field 'time_per_batch'; did you mean 'timePerBatch'?"."""
+    'maxLoad'?", "field 'devices' must be an array, got object", "the plan has none of the fields 'devices', 'fpgas',
+    'cpus'"; as a parallel plan, "unknown plan format 'megatron'", "unknown field 'time_per_batch'; did you mean
+    'timePerBatch'?", "a parallel plan must be a JSON object with a list 'stages'"."""
     from placement.simulation.parallel import read_parallel_plan
 
     path = write(tmp_path, document)

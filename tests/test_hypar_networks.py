@@ -176,7 +176,10 @@ NOT_A_NETWORK = "not a network, which lists its 'layers'"
     ({"tensor_cores": [1], "array_width": [64]}, "a design grid"),
     ({"models": ["gnmt-training"], "chips": [1, 2], "budgets": [[606.68, 300]]}, "a sweep specification"),
     ({"nodes": 4, "edges": 3, "device_types": []}, "a description of an instance"),
-], ids=["instance", "plan", "hypar output", "grid", "sweep", "instance description"])
+    # before: "layer 0: must be an object, got string", as a network whose layers are names
+    ({"layers": ["embed", "h.0", "head"], "parts": [0, 2, 3]}, "DeepSpeed parts (a split's hand-off file)"),
+    ({"valid": True, "violations": [], "value": 7.5}, "a verification verdict"),
+], ids=["instance", "plan", "hypar output", "grid", "sweep", "instance description", "deepspeed parts", "verdict"])
 def test_another_document_is_named_not_read_as_a_network_missing_its_layers(document, what):
     # before: "missing field 'layers'", and for hypar's own output "unknown field 'planners'; did you mean 'layers'?"
     assert _error(document) == f"the document is {what}, {NOT_A_NETWORK}"
