@@ -880,3 +880,15 @@ def test_a_co_design_result_is_named_where_a_grid_or_a_sweep_specification_is_ex
         load_spec(path)
     assert str(caught.value) == (f"{path}: the document is a co-design result, not a sweep specification, which has "
                                  "the lists models, chips and budgets")
+
+
+def test_a_record_holding_a_parallel_plan_is_read_by_its_plan():
+    """A record whose 'plan' is a parallel plan is read by that plan, whatever fields of its own it has (a verdict's
+    here); a co-design result, whose 'plan' is a list, is named by its own."""
+    from placement.simulation.parallel import read_parallel_plan
+
+    plan = {"format": "placement-parallel-plan/1", "devices": 4, "stages": [{"nodes": [0, 1], "d": 1, "t": 1}]}
+    assert read_parallel_plan({**VERDICT, "plan": plan})[1:] == (4, None)
+    with pytest.raises(InvalidPlanError) as caught:
+        read_parallel_plan({"status": "optimal", "value": 727.7, "designs": [], "plan": [], "chips": 2})
+    assert str(caught.value) == "the document is a co-design result, not a parallel plan, which has a list 'stages'"

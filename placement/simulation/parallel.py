@@ -250,7 +250,7 @@ def read_parallel_plan(source: Any) -> tuple[Any, Any, float | None]:
 
     refuse_huge_integers(source, InvalidPlanError)   # a decoded document's, as a file's are refused
     doc = source.get("plan", source)
-    _refuse_another_document(source, doc)
+    _refuse_another_document(doc if isinstance(doc, Mapping) else source)   # a record's own fields are its own
     written = doc.get("format", PLAN_FORMAT) if isinstance(doc, Mapping) else PLAN_FORMAT
     if written != PLAN_FORMAT:
         raise InvalidPlanError(f"unknown plan format {written!r} (a parallel plan is {PLAN_FORMAT!r})")
@@ -271,17 +271,16 @@ def read_parallel_plan(source: Any) -> tuple[Any, Any, float | None]:
     return plan, devices, memory
 
 
-def _refuse_another_document(*documents: Any) -> None:
-    """:class:`InvalidPlanError` naming what a document is where it is no parallel plan and its fields say what
+def _refuse_another_document(document: Mapping[str, Any]) -> None:
+    """:class:`InvalidPlanError` naming what ``document`` is where it is no parallel plan and its fields say what
     (:func:`placement.loading.named_document`, :func:`placement.loading.design_document`): read as a plan, a
     split's form was refused as an unknown plan format, a verdict's fields as misspellings, a co-design result
     for its list 'plan'."""
     from placement.loading import design_document, named_document
 
-    for document in documents:
-        other = (named_document(document) or design_document(document)) if isinstance(document, Mapping) else None
-        if other:
-            raise InvalidPlanError(f"the document is {other}, not a parallel plan, which has a list 'stages'")
+    other = named_document(document) or design_document(document)
+    if other:
+        raise InvalidPlanError(f"the document is {other}, not a parallel plan, which has a list 'stages'")
 
 
 def _count(value: Any) -> int | None:
