@@ -284,6 +284,9 @@ def test_gpipe_node_alone_at_its_fewest_micro_batches():
     ({"nodes": [1], "t": 1}, "stages[0]: missing field 'd'"),              # said "not None"
     ({"nodes": [1], "d": None, "t": 1}, "stages[0].d must be a positive integer, not null"),
     ({"nodes": [1], "d": 1, "t": 0}, "stages[0].t must be a positive integer, not 0"),
+    # as JSON spells it: it said "not None"
+    ({"nodes": [1], "d": 1, "t": 1, "deviceType": None}, "stages[0].deviceType must be a device type name (a "
+                                                         "string), not null"),
 ])
 def test_a_stage_needs_its_degrees(stage, message):
     from placement.errors import InvalidPlanError

@@ -586,6 +586,17 @@ def test_cli_names_the_piper_plan_file_it_refuses(tmp_path, capsys):
                          ({"stages": [], "devices": -1},
                           ": the plan's 'devices' must be a device count or counts per device type, not -1"),
                          ({"stages": [], "memory": "x"}, ": the plan's 'memory' must be a number of bytes, not 'x'"),
+                         # shown as JSON spells them (they read "True", "None", "{'a100': 1.5}"); no types at all
+                         # was counts of none ("the plan records device counts per type (), ...")
+                         ({"stages": [], "memory": True}, ": the plan's 'memory' must be a number of bytes, not true"),
+                         ({"stages": [], "devices": {"a100": 1.5}}, ": the plan's 'devices' must be a device count or "
+                                                                   'counts per device type, not {"a100": 1.5}'),
+                         ({"stages": [], "devices": {}}, ": the plan's 'devices' must be a device count or counts "
+                                                         "per device type, not {}"),
+                         ({"stages": [], "schedule": None}, ": unknown schedule null (known: piper, 1f1b, gpipe, "
+                                                            "interleaved)"),
+                         ({"stages": [], "format": None}, ": unknown plan format null (a parallel plan is "
+                                                          "'placement-parallel-plan/1')"),
                          # misspelt fields read as missing checked another plan: gpipe's memory as piper's, no TMPC
                          ({"stages": [], "schedul": "gpipe"}, ": unknown field 'schedul'; did you mean 'schedule'? (a "
                                                                "field this like one the format reads is refused, not "

@@ -155,10 +155,10 @@ class ParallelPlan:
             raise InvalidPlanError(f"stages[{misspelt[0]}]: {misspelling_message(*misspelt[1:])}")
         schedule = doc.get("schedule", "piper")
         if schedule not in SCHEDULES:
-            raise InvalidPlanError(f"unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
+            raise InvalidPlanError(f"unknown schedule {json_value_text(schedule)} (known: {', '.join(SCHEDULES)})")
         chunks = _positive_count(doc.get("chunks", 1))
         if chunks is None:
-            raise InvalidPlanError(f"chunks must be a positive integer, not {doc['chunks']!r}")
+            raise InvalidPlanError(f"chunks must be a positive integer, not {json_value_text(doc['chunks'])}")
         if schedule == "interleaved" and "chunks" not in doc:
             raise InvalidPlanError("an interleaved plan must give 'chunks', its model chunks per device group")
         if chunks > 1 and schedule != "interleaved":   # a plan of one chunk per group records none
@@ -198,13 +198,13 @@ class ParallelPlan:
                                            f"{chunks} chunk{'s' if chunks != 1 else ''}")
                 expected = k % groups if key == "group" else k // groups
                 if isinstance(raw[key], bool) or raw[key] != expected:
-                    raise InvalidPlanError(f"{where}.{key} is {raw[key]!r}, but stage {k} of an interleaved plan of "
-                                           f"{len(doc['stages'])} stages in {chunks} chunks is chunk {k // groups} "
-                                           f"of device group {k % groups}")
+                    raise InvalidPlanError(f"{where}.{key} is {json_value_text(raw[key])}, but stage {k} of an "
+                                           f"interleaved plan of {len(doc['stages'])} stages in {chunks} chunks is "
+                                           f"chunk {k // groups} of device group {k % groups}")
             device_type = raw.get("deviceType", "")
             if not isinstance(device_type, str):
                 raise InvalidPlanError(f"{where}.deviceType must be a device type name (a string), "
-                                       f"not {device_type!r}")
+                                       f"not {json_value_text(device_type)}")
             stages.append(ParallelStage(nodes, degrees["d"], degrees["t"], chosen, device_type))
         return cls(tuple(stages), schedule, chunks)
 

@@ -41,6 +41,7 @@ Figures
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Mapping
@@ -51,6 +52,7 @@ import numpy as np
 
 from placement.errors import InvalidParameterError, InvalidPlanError, LimitExceededError
 from placement.io.piper import PiperInstance
+from placement.jsonfile import json_value_text
 from placement.parameters import integer, number, one_of
 from placement.simulation.engine import ORDERED, Deadlock, TaskGraph, compiles_first, compiling, execute
 from placement.simulation.parallel_model import (ALLREDUCE_MODELS, PIPER, RING, Layout, build_layout,
@@ -253,22 +255,29 @@ def read_parallel_plan(source: Any) -> tuple[Any, Any, float | None]:
     _refuse_another_document(doc if isinstance(doc, Mapping) else source)   # a record's own fields are its own
     written = doc.get("format", PLAN_FORMAT) if isinstance(doc, Mapping) else PLAN_FORMAT
     if written != PLAN_FORMAT:
-        raise InvalidPlanError(f"unknown plan format {written!r} (a parallel plan is {PLAN_FORMAT!r})")
+        raise InvalidPlanError(f"unknown plan format {json_value_text(written)} (a parallel plan is {PLAN_FORMAT!r})")
     plan = ParallelPlan.from_json(doc)
     record = doc if isinstance(doc, Mapping) else source
     devices = record.get("devices", source.get("devices"))
     memory = record.get("memory", source.get("memory"))
-    if isinstance(devices, Mapping) and all(isinstance(k, str) and _count(c) is not None for k, c in devices.items()):
+    if isinstance(devices, Mapping) and devices and all(isinstance(k, str) and _count(c) is not None
+                                                        for k, c in devices.items()):
         devices = {k: _count(c) for k, c in devices.items()}
     elif devices is not None and _count(devices) is not None:
         devices = _count(devices)
     elif devices is not None:   # a record that says something else: refused
         raise InvalidPlanError(f"the plan's 'devices' must be a device count or counts per device type, not "
-                               f"{devices!r}")
+                               f"{_shown(devices)}")
     if memory is not None and not (isinstance(memory, (int, float)) and not isinstance(memory, bool)
                                    and math.isfinite(memory) and memory >= 0):
-        raise InvalidPlanError(f"the plan's 'memory' must be a number of bytes, not {memory!r}")
+        raise InvalidPlanError(f"the plan's 'memory' must be a number of bytes, not {json_value_text(memory)}")
     return plan, devices, memory
+
+
+def _shown(value: Any) -> str:
+    """A recorded value as a message shows it, as JSON spells it (``null``, ``true``; an object with its entries,
+    which say which count is wrong)."""
+    return json.dumps(value, default=repr) if isinstance(value, Mapping) else json_value_text(value)
 
 
 def _refuse_another_document(document: Mapping[str, Any]) -> None:
