@@ -137,6 +137,11 @@ CASES = [
      "instance: field 'maxFPGAs' is infinite"),
     ("NaN count", instance(maxCPUs=math.nan),
      "instance: field 'maxCPUs' is NaN"),
+    # it was read as an integer rounded past 2^53: "reads inf, a number not written as an integer, 2^53 ..."
+    ("infinite node id", with_node(instance(), 0, id=math.inf),
+     "node #0: field 'id' is infinite"),
+    ("infinite edge end", instance(edges=[edge(1, 2), edge(2, -math.inf)]),
+     "edge #1: field 'destId' is infinite"),
     ("different out-edge costs", instance(edges=[edge(1, 2, 0.5), edge(1, 3, 0.75)]),
      "node 1: out-edges have different costs (0.5 and 0.75); the transfer cost is a property of the source node"),
     ("different out-edge costs, exact digits",

@@ -76,7 +76,7 @@ def read_field(obj: dict, key: str, where: str, kind: str, *, default: Any = ...
             raise InvalidInstanceError(f"{where}: field {key!r} must be an integer, got {json_type_name(value)}")
         return int(value)
     if kind == "id":
-        if isinstance(value, float) and abs(value) >= 2 ** 53:   # it may have spelt another integer, rounded
+        if isinstance(value, float) and math.isfinite(value) and abs(value) >= 2 ** 53:   # may spell another, rounded
             raise InvalidInstanceError(f"{where}: field {key!r} reads {value:.17g}, {ROUNDED_INTEGER}")
         return read_field(obj, key, where, "int")
     if kind == "count":
