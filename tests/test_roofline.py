@@ -97,7 +97,10 @@ def test_user_catalogues_add_and_replace_devices(tmp_path):
     ({"kind": "accelerator", "peak_flops": {"fp32": 1}, "memory_bandwidth": 1, "memory": 1},
      "device 'x': an accelerator needs 'links' and a 'default_link' (transfer costs use them)"),
     ({"kind": "accelerator", "peak_flops": {"fp32": 1}, "memory_bandwidth": 1, "memory": 1, "links": {"a": 1},
-      "default_link": "b"}, "device 'x': default_link 'b' is not one of its links"),
+      "default_link": "b"}, "device 'x': field 'default_link' must name one of its links ('a'), got 'b'"),
+    # as JSON spells it: it read "default_link True is not one of its links"
+    ({"kind": "accelerator", "peak_flops": {"fp32": 1}, "memory_bandwidth": 1, "memory": 1, "links": {},
+      "default_link": True}, "device 'x': field 'default_link' must name one of its links (none), got true"),
     # ignored, a misspelt overhead left every kernel free
     ({"kind": "cpu", "peak_flops": {"fp32": 1}, "memory_bandwidth": 1, "memory": 1, "op_overheads": 5e-6},
      "device 'x': unknown field 'op_overheads'; did you mean 'op_overhead'? (a field this like one the format reads "

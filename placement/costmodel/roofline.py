@@ -183,7 +183,9 @@ def parse_device(device_id: str, entry: Any) -> DeviceSpec:
     links = _rates(entry, "links", where, None)
     default_link = entry.get("default_link")
     if default_link is not None and (not isinstance(default_link, str) or default_link not in dict(links)):
-        raise InvalidInstanceError(f"{where}: default_link {default_link!r} is not one of its links")
+        named = ", ".join(repr(name) for name, _ in links) or "none"
+        raise InvalidInstanceError(f"{where}: field 'default_link' must name one of its links ({named}), "
+                                   f"got {json_value_text(default_link)}")
     if kind == "accelerator" and default_link is None:
         raise InvalidInstanceError(f"{where}: an accelerator needs 'links' and a 'default_link' (transfer costs use them)")
     sources = entry.get("sources", [])
