@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import pickle
 from pathlib import Path
 
@@ -235,6 +236,8 @@ TYPE_ALLOWED = "(allowed: count, memory, speed, bandwidth, cpu)"
     (add_edge(3, 1), "instance: the graph has a cycle: 1 -> 2 -> 3 -> 1"),
     (put(-0.5, "edges", 0, "communicationCost"), "edges[0]: field 'communicationCost' is negative (-0.5)"),
     (put("2", "edges", 0, "destId"), "edges[0]: field 'destId' must be an integer, got string"),
+    # it read "field 'destId' reads inf, a number not written as an integer, 2^53 ... or more ..."
+    (put(math.inf, "edges", 0, "destId"), "edges[0]: field 'destId' is infinite"),
     (put(None, "edges", 1), "edges[1] must be a JSON object, got null"),
     (put([], "deviceTypes"), "instance: field 'deviceTypes' must be an object, got array"),
     (put({}, "deviceTypes"), "instance: field 'deviceTypes' is empty (name at least one type, or leave it out)"),
