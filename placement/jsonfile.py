@@ -364,9 +364,12 @@ def _finite_int(digits: str) -> int:
 
 def json_value_text(value: Any) -> str:
     """A decoded value as a message shows it: a string quoted, ``null``, ``true``, ``false``, a number as
-    written; an array or object by its type's JSON name."""
+    written (``NaN``, ``Infinity`` and ``-Infinity`` as the file spells them, not Python's ``nan`` and ``inf``);
+    an array or object by its type's JSON name."""
     if value is None or isinstance(value, bool):
         return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
     if isinstance(value, (str, int, float)):
         return repr(value)
     return f"an {json_type_name(value)}" if isinstance(value, (list, dict)) else json_type_name(value)

@@ -379,7 +379,7 @@ def _number(value: Any, where: str) -> float | None:
         raise InvalidPlanError(f"{_named(where)} must be a number or null, got {json_value_text(value)}")
     if not math.isfinite(value):
         raise InvalidPlanError(f"{_named(where)} must be a finite number or null (as to_json writes one that is "
-                               f"not), got {float(value)!r}")
+                               f"not), got {json_value_text(float(value))}")
     return float(value)
 
 

@@ -450,11 +450,11 @@ def test_result_from_json_reads_node_ids_as_verify_does(nodes, why):
     (lambda d: d["verified"].update(calls=0), "verified.calls: must be a positive integer or null, got 0"),
     # json.loads decodes NaN and Infinity, which a plan file may not hold: a Result of value NaN was read
     (lambda d: d.update(objective=math.nan), "field 'objective' must be a finite number or null (as to_json writes "
-                                             "one that is not), got nan"),
+                                             "one that is not), got NaN"),
     (lambda d: d["devices"][1].update(load=-math.inf), "devices[1].load: must be a finite number or null (as "
-                                                       "to_json writes one that is not), got -inf"),
+                                                       "to_json writes one that is not), got -Infinity"),
     (lambda d: d["verified"].update(max_load=math.inf), "verified.max_load: must be a finite number or null (as "
-                                                        "to_json writes one that is not), got inf"),
+                                                        "to_json writes one that is not), got Infinity"),
 ])
 def test_result_from_json_names_the_field_and_coerces_nothing(edit, why):
     """Every such edit was read: a device type 5 as '5', valid "false" as true, the rest stored unchecked,

@@ -83,6 +83,9 @@ CASES = [
      "instance: field 'maxCPUs' must be an integer, got string"),
     ("fractional count", instance(maxFPGAs=1.5),
      "instance: field 'maxFPGAs' must be an integer, got number"),
+    # as the file spells it: it said "got inf"
+    ("infinite boolean", with_node(instance(), 0, supportedOnFpga=math.inf),
+     "node 1: field 'supportedOnFpga' must be true/false or 0/1, got Infinity"),
     ("bad boolean", with_node(instance(), 0, supportedOnFpga="yes"),
      "node 1: field 'supportedOnFpga' must be true/false or 0/1, got 'yes'"),
     ("null for a boolean", with_node(instance(), 0, supportedOnFpga=None),   # as JSON spells it, not None

@@ -64,6 +64,8 @@ def _error(doc) -> str:
 @pytest.mark.parametrize("doc, message", [
     ([], "a network must be a JSON object, got array"),
     ({"format": "x"}, "unknown network format 'x'; expected 'placement-network/1'"),
+    # as the file spells it (json.loads reads NaN and Infinity): it said "nan"
+    ({"format": float("nan")}, "unknown network format NaN; expected 'placement-network/1'"),
     ({}, "missing field 'layers'"),
     ({"layers": {}}, "field 'layers' must be an array, got object"),
     ({"layers": []}, "the network has no layers"),
