@@ -404,13 +404,50 @@ def test_integer_memory_counts_the_sizes_as_written():
     """Sizes 0.30000000000000004 (7500000000000001 / 2.5 · 10^16 in lowest terms), 0.7 and 0.6 with a bound
     of 1.0: the least unit in which all are whole is 4 · 10^-17 (the denominators' lcm is 2.5 · 10^16), in which
     they are 7500000000000001, 17500000000000000, 15000000000000000 and 25000000000000000, exact. With a size
-    of 1e16 beside them the total is past 2^61 in that unit: the sizes are then rounded up and the bound down
-    (not exact), as before."""
+    of 1e16 beside them the total is past 2^61 in that unit (see below)."""
     from placement.solvers.milp.data import scale_memory
 
     memory = scale_memory([0.1 + 0.2, 0.7, 0.6], [1.0], integer=True)
     assert memory.sizes == (7500000000000001, 17500000000000000, 15000000000000000)
     assert memory.bounds == (25000000000000000,) and memory.exact and memory.binds
     assert all(isinstance(a, int) for a in memory.sizes + memory.bounds)
+    # 1e16 beside them takes the rows past 2^61 in that unit: a slot's row holds the sizes twice (once as they
+    # are, once as the type's capped total) beside the bound, 2 · (1e16 + 1.00000000000000004) + 1 < 2^55, so
+    # the rows take the values times 2^6, rounded down, and admit every plan that fits: 19 and 44 (from 19.2 and
+    # 44.8) fit 64, though as written 0.30000000000000004 and 0.7 exceed 1.0 (verification refuses such a plan),
+    # and the model's bound holds
     wide = scale_memory([0.1 + 0.2, 0.7, 1e16], [1.0], integer=True)
-    assert not wide.exact and wide.bounds[0] < 2 ** 53
+    assert wide.sizes == (19, 44, 640000000000000000) and wide.bounds == (64,) and wide.exact
+
+
+@needs("cp-sat")
+@pytest.mark.parametrize("contiguity", ["none", "sets"])
+def test_cp_sat_proves_with_sizes_in_gib_computed_from_bytes(contiguity):
+    """The instance of :func:`_gigabytes_summed_in_floating_point` and a node e of 7 bytes in GiB, 7 / 2**30 =
+    6.51925802230835e-09 (a whole number of 10^-23 as written), taking 0 anywhere: exact integers would pass 2^61,
+    so the rows hold the sizes times 2^58 rounded down, which admit every plan that fits and still tell a and b
+    (over 1.0 by 4e-17) from a bound of 1.0. The optimum stays 4 ({a, c} and {b}, e with either), proven; rounded
+    the other way (sizes up, bounds down) the rows left CP-SAT's proof unused."""
+    doc = _gigabytes_summed_in_floating_point()
+    doc["nodes"].append({"id": 3, "supportedOnFpga": 1, "fpgaLatency": 0, "cpuLatency": 9, "size": 7 / 2 ** 30})
+    result = placement.solve(doc, method="milp", backend="cp-sat", contiguity=contiguity, warm_start=False,
+                             time_limit=20)
+    assert (result.status, result.value, result.bound, result.message) == ("optimal", 4.0, 4.0, "")
+
+
+@needs("cp-sat")
+@pytest.mark.parametrize("contiguity", ["none", "sets", "stages"])
+def test_a_node_over_its_bound_by_less_than_the_rounding_is_kept_off_it(contiguity):
+    """One accelerator of 0.017856385986827258 and a CPU, no edges: a of 0.01785638598682726 (one ulp, 2e-18,
+    over the bound) taking 1 there and 10 on the CPU, b of 12.100000000000001 (too large) taking 5 on the CPU.
+    a cannot go on the accelerator, so both run on the CPU: 15. Exact integers of 10^-18 would pass 2^61, and
+    the rows rounded down from the values times 2^55 admit a there (5, which failed verification: no plan);
+    each group's fit alone is decided on its sizes as written, so the model keeps a off it, and proves 15."""
+    doc = {"maxSizePerFPGA": 0.017856385986827258, "maxFPGAs": 1, "maxCPUs": 1, "edges": [],
+           "nodes": [{"id": 0, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10,
+                      "size": 0.01785638598682726},
+                     {"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 5, "size": 12.100000000000001}]}
+    result = placement.solve(doc, method="milp", backend="cp-sat", contiguity=contiguity, warm_start=False,
+                             time_limit=20)
+    assert (result.status, result.value, result.bound) == ("optimal", 15.0, 15.0), result.message
+    assert [stage.device_type for stage in result.plan] == ["cpu"]

@@ -116,7 +116,8 @@ def test_a_run_that_admits_every_fit_bounds_where_its_plan_does_not_fit():
     # both on the accelerator (1.5) do not fit; node 1 there and node 2 on the CPU is the optimum, 2.
     # The rounded checks refuse node 1 alone (bound a little below 1): node 1 on the CPU, 100. The run
     # that admits every fit reaches 1.5 with the plan that does not fit: a bound, not a plan. ``auto``
-    # then asks the MILP, which finds 2.
+    # then asks the MILP, which proves 2 (CP-SAT's rows hold the sizes rounded down from their exact values
+    # times 2^58, which still tell the pair's 1.00000000000123456789 from the bound 1).
     doc = lenient_pair()
     result = placement.solve(doc, method="dp")
     assert (result.status, result.value, result.bound) == ("feasible", 100.0, 1.5)
@@ -124,7 +125,7 @@ def test_a_run_that_admits_every_fit_bounds_where_its_plan_does_not_fit():
                                    "fit")
     if HAVE_CPSAT:
         result = placement.solve(doc)
-        assert (result.method, result.value, result.bound) == ("milp", 2.0, 1.5)
+        assert (result.method, result.status, result.value, result.bound) == ("milp", "optimal", 2.0, 2.0)
         assert result.message.startswith("the MILP ran instead (method 'auto'): the DP proves no optimum (")
 
 

@@ -34,10 +34,13 @@ the rounding unit then follows that value, not the instance's largest time (unle
 enough already). Memory is scaled exactly where a power of two or ten allows it under ``2^53``; else
 it is written in exact (Python) integers of the least unit in which the groups' sizes, summed as
 written, and the binding bounds are whole, where they add up to at most ``2^61`` in it (sizes in
-gigabytes computed in floating point, such as 0.30000000000000004, need 10^-17); and otherwise
-rounded conservatively (sizes up, bounds down): every plan found then fits, but the model may miss
-plans that fit, so neither its bound nor an infeasibility verdict is a proof (``memory_exact`` is
-False).
+gigabytes computed in floating point, such as 0.30000000000000004, need 10^-17); and otherwise in
+integers rounded down from the exact values times a power of two (:func:`_admitting_memory`): the
+rows then admit every plan that fits, so bounds and infeasibility stay proofs, and a plan that fits
+only by the rounding fails verification. (Rounded the other way, sizes up and bounds down, every
+plan found would fit but the model could miss plans that fit, so neither its bound nor an
+infeasibility verdict would be a proof: ``memory_exact`` False, which only values that are not
+finite leave now.)
 
 Floating-point backends (CBC, SCIP, HiGHS, PuLP) get times and costs multiplied by the power
 of two that brings the largest load into ``[2^9, 2^10)`` (:func:`float_scaling`): exact, and it
@@ -56,7 +59,7 @@ from fractions import Fraction
 from typing import Callable, Sequence, TypeVar
 
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import as_written, decimal_sum, decimal_unit, which_bind, written_sum
+from placement.problem.memory_fit import as_written, decimal_sum, decimal_unit, fits, which_bind, written_sum
 from placement.problem.units import exact_unit
 
 MEMORY_MAX_SCALED = 2.0 ** 53
@@ -139,6 +142,7 @@ class MemoryData:
     bounds: tuple[float, ...]
     binds: bool          # some bound is below the total size
     exact: bool          # False: sizes rounded up and bounds down (every plan found fits; not every fitting plan is found)
+    #                      True: exact, or (integer backends) rounded to admit every plan that fits, bounds proven
 
 
 def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool,
@@ -146,8 +150,8 @@ def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool,
                  written: Callable[[], Sequence[Fraction]] | None = None) -> MemoryData:
     """Memory for the model: exact where a power of two or ten under ``2^53`` makes every size and
     binding bound an integer, or, for an integer backend, in exact integers of the unit in which the
-    sizes and bounds as written are whole (:func:`_integer_memory`); else conservatively rounded (see
-    the module docstring). ``binds`` says which bounds the whole graph does not fit, by the model's rule
+    sizes and bounds as written are whole (:func:`_integer_memory`), else rounded to admit every plan
+    that fits (:func:`_admitting_memory`); see the module docstring. ``binds`` says which bounds the whole graph does not fit, by the model's rule
     on the nodes' sizes as written (:func:`placement.problem.memory_fit.fits`; the sizes here are sums,
     rounded); by default, those below the sum of ``sizes``. ``written`` gives the sizes' exact values
     (each the sum of its nodes' sizes as written), called only where those are needed; by default each
@@ -170,6 +174,9 @@ def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool,
             whole = _integer_memory(exact, bounds, binds)
             if whole is not None:
                 return whole
+            admitting = _admitting_memory(exact, bounds, binds)
+            if admitting is not None:
+                return admitting
 
     def model(a: float, up: bool) -> float:
         q = a * scaling.scale
@@ -180,15 +187,24 @@ def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool,
                       bool(binding), scaling.exact)
 
 
-#: the most the sizes and the largest binding bound may add up to in exact integer memory (:func:`_integer_memory`):
-#: a memory row's coefficients and its bound then stay within CP-SAT's overflow limit of ``2^62``
+#: the most a memory row's coefficients and its bound may add up to in integer memory (:func:`_row_activity`): then
+#: within CP-SAT's overflow limit of ``2^62``
 MEMORY_MAX_INTEGER = 2 ** 61
+
+
+def _row_activity(written: Sequence[Fraction], limits: Sequence[Fraction], types: int) -> Fraction:
+    """The most a memory row's coefficients and its bound add up to (CP-SAT checks that against its overflow
+    limit): a slot's row (:func:`placement.solvers.milp.rows.slot_rows`) holds every size and, per type, up to
+    their total again; a device's row, every size and its bound."""
+    total = sum((abs(value) for value in written), Fraction(0))
+    return (types + 1) * total + max(limits, default=Fraction(0))
 
 
 def _integer_memory(written: Sequence[Fraction], bounds: Sequence[float], binds: Sequence[bool]) -> MemoryData | None:
     """Memory in exact integers for an integer backend: the sizes ``written`` (exact) and the binding bounds as
     written, times the least common multiple of their denominators (the least unit in which all are whole);
-    ``None`` where some value is not finite or they add up to more than :data:`MEMORY_MAX_INTEGER` in it. The
+    ``None`` where some value is not finite or a row's activity (:func:`_row_activity`) passes
+    :data:`MEMORY_MAX_INTEGER` in it. The
     integers are Python's own, past a float's exact range: sizes in gigabytes computed in floating point
     (0.30000000000000004 beside 0.3) have no power of ten under ``2^53`` that makes them whole, and their
     rounded rows had left CP-SAT's proofs unused (``feasible`` at the simple bound where the optimum was
@@ -198,10 +214,37 @@ def _integer_memory(written: Sequence[Fraction], bounds: Sequence[float], binds:
         return None
     exact_limits = [as_written(M) for M in limits]
     unit = math.lcm(*(value.denominator for value in [*written, *exact_limits]))
-    if (sum(abs(value) for value in written) + max(exact_limits, default=0)) * unit > MEMORY_MAX_INTEGER:
+    if _row_activity(written, exact_limits, len(bounds)) * unit > MEMORY_MAX_INTEGER:
         return None
     return MemoryData(tuple(int(value * unit) for value in written),
                       tuple(int(as_written(M) * unit) if b else math.inf for M, b in zip(bounds, binds)),
+                      bool(limits), True)
+
+
+def _admitting_memory(written: Sequence[Fraction], bounds: Sequence[float],
+                      binds: Sequence[bool]) -> MemoryData | None:
+    """Memory for an integer backend where exact integers would pass :data:`MEMORY_MAX_INTEGER`
+    (:func:`_integer_memory`): the sizes ``written`` (exact) and the binding bounds as written times the largest
+    power of two ``s`` that keeps them within it, each rounded down, exactly. A device whose sizes fit as written
+    (``Σ w ≤ M``) then fits in the rows (``Σ ⌊w·s⌋ ≤ ⌊Σ w·s⌋ ≤ ⌊M·s⌋``): the model misses no plan, so its bounds
+    and an infeasibility verdict are proofs, and the rows decide memory exactly but for devices over their bound
+    by less than one part in about ``2^61 / n`` (n groups), whose plans fail the verification every plan goes
+    through (the start is then returned). Sizes in GiB computed from bytes (``bytes / 2**30``, 17 digits each,
+    of 10^-23 and finer) are such data: rounded the other way (sizes up, bounds down, so that every plan found
+    fits, but not every plan that fits is found), CP-SAT's proofs on them went unused. ``None`` where some value
+    is not finite."""
+    limits = [as_written(M) for M, b in zip(bounds, binds) if b]
+    if not all(map(math.isfinite, [*map(float, written), *map(float, limits)])):
+        return None
+    total = _row_activity(written, limits, len(bounds))
+    if total <= 0:
+        return None
+    above = total.numerator.bit_length() - total.denominator.bit_length()   # 2^above ≥ total, exactly
+    while Fraction(2) ** above < total:
+        above += 1
+    scale = Fraction(MEMORY_MAX_INTEGER) / Fraction(2) ** above   # total · scale ≤ 2^61
+    return MemoryData(tuple(math.floor(value * scale) for value in written),
+                      tuple(math.floor(as_written(M) * scale) if b else math.inf for M, b in zip(bounds, binds)),
                       bool(limits), True)
 
 
@@ -286,6 +329,8 @@ class GroupData:
     scaling: Scaling
     load_ub: float                                # no load exceeds this, model units
     stages: int | None = None                     # exactly this many non-empty devices (None: any number)
+    alone: tuple[tuple[bool, ...], ...] = ()      # per group and type, whether the group alone fits it, as written
+
 
     @property
     def slots(self) -> int:
@@ -299,7 +344,8 @@ class GroupData:
 
     def fits(self, v: int) -> list[int]:
         """Types that support every node of group ``v`` and have room for it."""
-        return [k for k in range(len(self.types)) if self.p(v, k) is not None and self.m[v] <= self.M[k]]
+        return [k for k in range(len(self.types)) if self.p(v, k) is not None
+                and (self.alone[v][k] if self.alone else self.m[v] <= self.M[k])]
 
     def cheapest(self) -> dict[int, float]:
         """Each group's least time over the types it fits (model units); groups that fit none are left out."""
@@ -449,4 +495,8 @@ def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, m
         counts=tuple(problem.device_types[t].count for t in types), pays=pays, pf=pf, pb=pb,
         m=memory.sizes, M=memory.bounds, memory_binds=memory.binds, memory_exact=memory.exact,
         cost_nodes=cost_nodes, scaling=scaling,
-        load_ub=load_ub, stages=stages)
+        load_ub=load_ub, stages=stages,
+        # decided on the sizes as written: rows rounded to admit every plan that fits (_admitting_memory) may
+        # admit a group over a bound by less than their rounding
+        alone=tuple(tuple(not bind or fits([nodes[v].memory for v in members], problem.device_types[t].memory)
+                          for t, bind in zip(types, binds)) for members in groups) if memory.binds else ())
