@@ -151,11 +151,11 @@ def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool,
     """Memory for the model: exact where a power of two or ten under ``2^53`` makes every size and
     binding bound an integer, or, for an integer backend, in exact integers of the unit in which the
     sizes and bounds as written are whole (:func:`_integer_memory`), else rounded to admit every plan
-    that fits (:func:`_admitting_memory`); see the module docstring. ``binds`` says which bounds the whole graph does not fit, by the model's rule
-    on the nodes' sizes as written (:func:`placement.problem.memory_fit.fits`; the sizes here are sums,
-    rounded); by default, those below the sum of ``sizes``. ``written`` gives the sizes' exact values
-    (each the sum of its nodes' sizes as written), called only where those are needed; by default each
-    size as written."""
+    that fits (:func:`_admitting_memory`); see the module docstring. ``binds`` says which bounds the
+    whole graph does not fit, by the model's rule on the nodes' sizes as written
+    (:func:`placement.problem.memory_fit.fits`; the sizes here are sums, rounded); by default, those
+    below the sum of ``sizes``. ``written`` gives the sizes' exact values (each the sum of its nodes'
+    sizes as written), called only where those are needed; by default each size as written."""
     total = sum(sizes)
     if binds is None:
         binds = [math.isfinite(M) and M < total for M in bounds]
