@@ -443,11 +443,23 @@ def test_a_node_over_its_bound_by_less_than_the_rounding_is_kept_off_it(contigui
     a cannot go on the accelerator, so both run on the CPU: 15. Exact integers of 10^-18 would pass 2^61, and
     the rows rounded down from the values times 2^55 admit a there (5, which failed verification: no plan);
     each group's fit alone is decided on its sizes as written, so the model keeps a off it, and proves 15."""
-    doc = {"maxSizePerFPGA": 0.017856385986827258, "maxFPGAs": 1, "maxCPUs": 1, "edges": [],
-           "nodes": [{"id": 0, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10,
-                      "size": 0.01785638598682726},
-                     {"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 5, "size": 12.100000000000001}]}
-    result = placement.solve(doc, method="milp", backend="cp-sat", contiguity=contiguity, warm_start=False,
-                             time_limit=20)
+    result = placement.solve(_one_ulp_over(), method="milp", backend="cp-sat", contiguity=contiguity,
+                             warm_start=False, time_limit=20)
     assert (result.status, result.value, result.bound) == ("optimal", 15.0, 15.0), result.message
     assert [stage.device_type for stage in result.plan] == ["cpu"]
+
+
+def _one_ulp_over() -> dict:
+    return {"maxSizePerFPGA": 0.017856385986827258, "maxFPGAs": 1, "maxCPUs": 1, "edges": [],
+            "nodes": [{"id": 0, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10,
+                       "size": 0.01785638598682726},
+                      {"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 5, "size": 12.100000000000001}]}
+
+
+@needs("cp-sat")
+def test_the_latency_model_keeps_a_node_off_a_bound_it_passes_by_less_than_the_rounding():
+    """The instance above for one sample's latency: CPU nodes run at once (DESIGN.md), so both on the CPU take
+    max(10, 5) = 10, the optimum; a on the accelerator had been admitted (1), and its plan failed verification."""
+    result = placement.solve(_one_ulp_over(), method="milp", backend="cp-sat", objective="latency",
+                             warm_start=False, time_limit=20)
+    assert (result.status, result.value, result.bound) == ("optimal", 10.0, 10.0), result.message

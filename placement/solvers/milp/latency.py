@@ -149,7 +149,7 @@ def _build(problem: Instance, d: LatencyData, be: Any, q: int, stages: int | Non
     edges = [(u, w) for u, ws in enumerate(succ) for w in ws]
     U = d.horizon
     calls = [(a, j) for a in range(A) for j in range(q)]
-    allowed = {(v, a): d.p_acc[v][a] is not None and d.m[v] <= d.M[a] and d.rank[a] <= v
+    allowed = {(v, a): d.p_acc[v][a] is not None and d.fits(v, a) and d.rank[a] <= v
                for v in range(n_classes) for a in range(A)}
     x = {(v, a, j): be.bool_var(f"x[{v},{a},{j}]", fixed=None if allowed[v, a] else 0)
          for v in range(n_classes) for a, j in calls}
@@ -289,7 +289,7 @@ def path_floor(problem: Instance, d: LatencyData, q: int) -> float:
     """Row 14's right-hand side: :func:`placement.problem.path_bound.path_bound` on the model's own
     integer data (model units; each node at its fastest accelerator that takes it, the largest memory
     bound, ``q·A`` segments), where the DP's sums are exact; 0 when no path has a partition."""
-    fastest = [min((p for a, p in enumerate(d.p_acc[d.group[i]]) if p is not None and d.m[d.group[i]] <= d.M[a]),
+    fastest = [min((p for a, p in enumerate(d.p_acc[d.group[i]]) if p is not None and d.fits(d.group[i], a)),
                    default=None) for i in range(len(problem.nodes))]
     cost = [0.0] * len(problem.nodes)
     for cn in d.cost:

@@ -24,12 +24,12 @@ bounds stay valid), and so is memory.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import decimal_sum, written_sum
+from placement.problem.memory_fit import decimal_sum, fits, written_sum
 from placement.solvers.milp.data import (CostNode, Scaling, choose_scale, counted_sizes, float_scaling, float_time,
                                          memory_binds, scale_memory)
 
@@ -51,6 +51,12 @@ class LatencyData:
     memory_exact: bool
     cores: int                              # l: devices of the CPU type (0 without one)
     M_cpu: float = math.inf                 # memory bound of each core (inf: it never binds)
+    alone: list[list[bool]] = field(default_factory=list)   # per class and accelerator: it fits alone, as written
+
+    def fits(self, v: int, a: int) -> bool:
+        """Whether class ``v`` alone fits accelerator ``a``'s memory, decided on the sizes as written (rows rounded
+        to admit every plan that fits may admit a class over a bound by less than their rounding)."""
+        return self.alone[v][a] if self.alone else self.m[v] <= self.M[a]
 
 
 #: how many nodes the loops of :func:`prepare_latency` handle between two looks at the clock
@@ -144,4 +150,6 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float,
                        list(memory.bounds[:len(acc)]),
                        [CostNode(u, r, W, t_model(c), False) for u, r, W, c in cost_raw],
                        scaling, math.ceil(t_model(horizon_raw)) + len(nodes) + 1.0, memory.exact,
-                       sum(types[t].count for t in cpus), memory.bounds[len(acc)] if cpus else math.inf)
+                       sum(types[t].count for t in cpus), memory.bounds[len(acc)] if cpus else math.inf,
+                       [[not binds[a] or fits([nodes[i].memory for i in members], types[t].memory)
+                         for a, t in enumerate(acc)] for members in classes] if memory.binds else [])
