@@ -62,7 +62,7 @@ from typing import Any, Callable, Iterator
 
 from placement.plan import DeviceAssignment, Plan
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import as_written, decimal_sum, written_sum
+from placement.problem.memory_fit import as_written, decimal_sum, fits, written_sum
 from placement.problem.split import SplitModel, memory_shortfall, split_lower_bound, split_times
 from placement.solution import Solution, Status
 from placement.solvers.ideals import contract
@@ -410,10 +410,15 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
         else:
             V.targets = [be.num_var(load_ub, "TF"), be.num_var(load_ub, "TB")]
         total_m = sum(mem.sizes)
+        # a group's memory alone decided on its sizes as written (rows rounded to admit every plan that fits
+        # may admit a group over a bound by less than their rounding)
+        alone = [[m_g[g] <= mem.bounds[k] and fits([nodes[v].memory for v in groups[g]],
+                                                    problem.device_types[types[k]].memory) for k in K]
+                 for g in range(G)]
         for s in slots:
             for g in range(G):
-                fits = [(1, V.y[s, k]) for k in K if f_raw[g][k] is not None and m_g[g] <= mem.bounds[k]]
-                be.add(x(g, s) + [(-a, v) for a, v in fits], hi=0)
+                holds = [(1, V.y[s, k]) for k in K if f_raw[g][k] is not None and alone[g][k]]
+                be.add(x(g, s) + [(-a, v) for a, v in holds], hi=0)
             if mem.binds:
                 terms = [(m_g[g] * a, v) for g in range(G) if m_g[g] for a, v in x(g, s)]
                 terms += [(m_b[u], V.bm[u, s]) for u in backward if (u, s) in V.bm and m_b[u]]
