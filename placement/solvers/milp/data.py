@@ -143,6 +143,7 @@ class MemoryData:
     binds: bool          # some bound is below the total size
     exact: bool          # False: sizes rounded up and bounds down (every plan found fits; not every fitting plan is found)
     #                      True: exact, or (integer backends) rounded to admit every plan that fits, bounds proven
+    admitting: bool = False   # rounded to admit every plan that fits (:func:`_admitting_memory`)
 
 
 def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool,
@@ -245,7 +246,7 @@ def _admitting_memory(written: Sequence[Fraction], bounds: Sequence[float],
     scale = Fraction(MEMORY_MAX_INTEGER) / Fraction(2) ** above   # total · scale ≤ 2^61
     return MemoryData(tuple(math.floor(value * scale) for value in written),
                       tuple(math.floor(as_written(M) * scale) if b else math.inf for M, b in zip(bounds, binds)),
-                      bool(limits), True)
+                      bool(limits), True, admitting=True)
 
 
 #: sizes below this many model units are left out of a floating-point backend's memory rows: about
@@ -499,4 +500,4 @@ def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, m
         # decided on the sizes as written: rows rounded to admit every plan that fits (_admitting_memory) may
         # admit a group over a bound by less than their rounding
         alone=tuple(tuple(not bind or fits([nodes[v].memory for v in members], problem.device_types[t].memory)
-                          for t, bind in zip(types, binds)) for members in groups) if memory.binds else ())
+                          for t, bind in zip(types, binds)) for members in groups) if memory.admitting else ())

@@ -152,4 +152,4 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float,
                        scaling, math.ceil(t_model(horizon_raw)) + len(nodes) + 1.0, memory.exact,
                        sum(types[t].count for t in cpus), memory.bounds[len(acc)] if cpus else math.inf,
                        [[not binds[a] or fits([nodes[i].memory for i in members], types[t].memory)
-                         for a, t in enumerate(acc)] for members in classes] if memory.binds else [])
+                         for a, t in enumerate(acc)] for members in classes] if memory.admitting else [])
