@@ -33,7 +33,7 @@ from placement.solvers.milp.backends.base import append_log
 from placement.solvers.milp.data import GroupData, Scaling, prepare, scaling_note
 from placement.solvers.milp.heartbeat import heartbeat
 from placement.solvers.milp.interrupt import SearchInterrupted, absorb_echoes, solve_interruptibly
-from placement.solvers.milp.outcome import Context, Verdict, conclude
+from placement.solvers.milp.outcome import ADMITTING, Context, Verdict, conclude
 from placement.verification.evaluate import evaluate, pipeline_order
 from placement.wording import counted
 
@@ -461,6 +461,8 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
                              **formulation.model_stats(variables, 1.0 / d.scaling.scale)}
     if formulation.stages is not None:
         stats["stages"] = formulation.stages
+    if d.alone:   # rows rounded to admit every plan that fits (.data._admitting_memory)
+        stats[ADMITTING] = True
     if start_bound > 0:
         stats["start_bound"] = start_bound
     raw = run_solver(be, options, progress, 1.0 / d.scaling.scale, fallback, simple)

@@ -124,7 +124,7 @@ from placement.parameters import stage_count
 from placement.solvers.milp.driver import (DEFAULT_MAX_PRODUCT, checked_claim, data_notes, out_of_time, run_solver,
                                            skipped, stage_count_verdict, start_from)
 from placement.solvers.milp.latency_data import LatencyData, cpu_types, prepare_latency
-from placement.solvers.milp.outcome import Context, Verdict, conclude
+from placement.solvers.milp.outcome import ADMITTING, Context, Verdict, conclude
 from placement.wording import counted
 
 DEFAULT_CALLS = 1
@@ -500,6 +500,8 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     if stages is not None:
         stats["stages"] = stages
     stats["path_bound"] = path
+    if d.alone:   # rows rounded to admit every plan that fits (.data._admitting_memory)
+        stats[ADMITTING] = True
     stats.update(stats_chain)
     if progress is not None and path > 0:
         progress(f"path bound {path:.6g}")

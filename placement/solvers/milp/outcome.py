@@ -54,6 +54,9 @@ from placement.solvers.milp.interrupt import SearchInterrupted
 
 #: the least value, in model units, at which a floating-point backend's proof and bound are used
 FLOAT_RESOLUTION = 1.0
+#: the stats key saying that an integer backend's memory rows were rounded to admit every plan that fits
+#: (:func:`placement.solvers.milp.data._admitting_memory`): its plan may fail verification, its bound holds
+ADMITTING = "memory_rounded_to_admit"
 
 
 @dataclass(frozen=True)
@@ -156,10 +159,16 @@ def _concluded(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Call
     verdict = verify(plan)
     if not verdict.valid:
         why = "decoded plan fails verification: " + "; ".join(verdict.violations[:3])
+        admitting = be.integer_only and ctx.stats.get(ADMITTING, False)
+        if admitting:   # expected of rows that admit every plan that fits: their bound holds
+            why += (f"; {be.name}'s memory rows, rounded to admit every plan that fits, pass a device over its "
+                    "bound by less than their rounding")
         if fallback is not None:   # e.g. over a memory bound by the sizes a floating-point backend left out
             plan, value = fallback
-            return done(Status.FEASIBLE, plan, value, min(simple, value), extra=f"{why}; the starting plan is returned")
-        return done(Status.ERROR, plan, extra=why)
+            kept = unrefuted(bound, simple, value, be, ctx.unit) if admitting else min(simple, value)
+            return done(Status.FEASIBLE, plan, value, kept, extra=f"{why}; the starting plan is returned")
+        return done(Status.NO_SOLUTION if admitting else Status.ERROR, plan=None if admitting else plan,
+                    extra=why)
     objective = verdict.objective
     tolerance = be.optimality_tolerance if ctx.exact_data else max(be.optimality_tolerance, 1e-6)
     slack = tolerance * max(ctx.unit, abs(objective))
