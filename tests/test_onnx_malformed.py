@@ -188,6 +188,29 @@ def test_a_convolution_whose_group_does_not_fit_its_channels_is_an_error(op_type
     assert str(err.value) == f"conv: the model cannot run: node 'conv' ({op_type}): {problem}"
 
 
+@pytest.mark.parametrize("op_type, weight_shape, kernel, problem", [
+    # given kernel_shape, shape inference reads no kernel from the weight: the costing failed on the weight
+    # (an IndexError for [8], a ZeroDivisionError for [8, 4])
+    ("Conv", [8], [1, 1], "its weight 'w' of shape [8] has rank 1, and its input 'x' of shape [1, 4, 6, 6] rank 4: "
+                          "a convolution's weight has its input's rank, at least 3 (two dimensions of channels, then "
+                          "the kernel's)"),
+    ("Conv", [8, 4], [1, 1], "its weight 'w' of shape [8, 4] has rank 2, and its input 'x' of shape [1, 4, 6, 6] "
+                             "rank 4: a convolution's weight has its input's rank, at least 3 (two dimensions of "
+                             "channels, then the kernel's)"),
+    # inference wrote a 6x6 output of a 1x1 kernel, costed with the 3x3 kernel of the weight
+    ("Conv", [8, 4, 3, 3], [1, 1], "its kernel_shape [1, 1] is not the shape [3, 3] of the kernel of its weight 'w' "
+                                   "of shape [8, 4, 3, 3]"),
+    ("ConvTranspose", [4, 3, 3, 3], [1, 1], "its kernel_shape [1, 1] is not the shape [3, 3] of the kernel of its "
+                                            "weight 'w' of shape [4, 3, 3, 3]"),
+])
+def test_a_convolution_whose_weight_does_not_fit_its_input_or_kernel_shape_is_an_error(op_type, weight_shape, kernel,
+                                                                                         problem):
+    node = helper.make_node(op_type, ["x", "w"], ["y"], name="conv", kernel_shape=kernel)
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model([node], [("x", [1, 4, 6, 6])], [("y", None)], [weight("w", weight_shape)]), "conv")
+    assert str(err.value) == f"conv: the model cannot run: node 'conv' ({op_type}): {problem}"
+
+
 @pytest.mark.parametrize("op_type, weight_shape, group, flops", [
     # a 1x1 Conv of 36 positions: 2 · 36 · (input channels per group) · (output channels)
     ("Conv", [8, 4, 1, 1], None, 2 * 36 * 4 * 8),

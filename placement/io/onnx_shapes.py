@@ -29,8 +29,9 @@ run; an input whose type is missing; an error naming no node), lenient inference
 is in the rounds after evaluation (below), where ``Constant`` nodes stand for the nodes evaluated.
 :func:`check_gemm_bias` checks the bias of a ``Gemm``, which inference does not read. Inference takes a
 ``Reshape``'s target shape as written, so :func:`check_element_counts` checks that the operators that
-rearrange a tensor keep its number of elements, and :func:`check_convolution_groups` that a convolution's
-``group`` fits its channels. Before
+rearrange a tensor keep its number of elements, :func:`check_convolution_kernels` that a convolution's
+weight fits its input and ``kernel_shape``, and :func:`check_convolution_groups` that its ``group`` fits its
+channels. Before
 inference, :func:`check_declared_dimensions` refuses a declared negative dimension
 and :func:`check_split_parts` a ``Split`` that cannot split the declared size of its axis into its parts:
 onnx's inference gave either a negative dimension and aborted the process on some operators after it.
@@ -121,6 +122,7 @@ def _refused(model: Any, lenient: Any, name: str, fault: tuple[str, str, str], o
     the shapes ``lenient`` inference found, whose messages say more where they see what is wrong."""
     check_split_parts(lenient.graph, name, default_opset(model), onnx)
     check_element_counts(lenient.graph, name)
+    check_convolution_kernels(lenient.graph, name)
     check_convolution_groups(lenient.graph, name)
     check_gemm_bias(lenient.graph, name)
     op_type, node, detail = fault
@@ -254,6 +256,33 @@ def check_element_counts(graph: Any, name: str) -> None:
                 f"{node.input[0]!r} of shape {list(before)} ({math.prod(before):,} elements) into {node.output[0]!r} "
                 f"of shape {list(after)} ({math.prod(after):,} elements); a {node.op_type} keeps the number of "
                 "elements (a shape the model holds as a constant, made for other input sizes?)")
+
+
+def check_convolution_kernels(graph: Any, name: str) -> None:
+    """:class:`InvalidInstanceError` for a ``Conv`` or ``ConvTranspose`` whose weight does not fit its input and
+    its ``kernel_shape`` (static shapes): the weight has the input's rank, two dimensions of channels then the
+    kernel's, and a ``kernel_shape`` given is the weight's spatial shape (ONNX Runtime refuses either). Shape
+    inference takes the kernel from ``kernel_shape`` where the node gives one, and checks neither, and the costing
+    takes the kernel from the weight."""
+    shapes = static_shapes(graph)
+    for k, node in enumerate(graph.node):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in ("Conv", "ConvTranspose") or len(node.input) < 2:
+            continue
+        x, w = shapes.get(node.input[0]), shapes.get(node.input[1])
+        if x is None or w is None:
+            continue
+        kernel = next((list(attr.ints) for attr in node.attribute if attr.name == "kernel_shape"), None)
+        problem = None
+        if len(w) != len(x) or len(w) < 3:
+            problem = (f"its weight {node.input[1]!r} of shape {list(w)} has rank {len(w)}, and its input "
+                       f"{node.input[0]!r} of shape {list(x)} rank {len(x)}: a convolution's weight has its input's "
+                       "rank, at least 3 (two dimensions of channels, then the kernel's)")
+        elif kernel is not None and kernel != list(w[2:]):
+            problem = (f"its kernel_shape {kernel} is not the shape {list(w[2:])} of the kernel of its weight "
+                       f"{node.input[1]!r} of shape {list(w)}")
+        if problem is not None:
+            raise InvalidInstanceError(f"{name}: the model cannot run: node {node.name or f'{node.op_type}_{k}'!r} "
+                                       f"({node.op_type}): {problem}")
 
 
 def check_convolution_groups(graph: Any, name: str) -> None:
@@ -648,6 +677,7 @@ def shaped_model(model: Any, name: str, onnx: Any) -> tuple[Any, dict[str, Any]]
             break
     check_split_parts(shaped.graph, name, default_opset(model), onnx)
     check_element_counts(shaped.graph, name)
+    check_convolution_kernels(shaped.graph, name)
     check_convolution_groups(shaped.graph, name)
     check_gemm_bias(shaped.graph, name)
     return shaped, known
