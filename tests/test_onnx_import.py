@@ -193,6 +193,26 @@ def test_a_node_with_more_inputs_than_its_operator_takes_is_refused():
     assert op.kind == "norm"
 
 
+@pytest.mark.parametrize("node, opset, message", [
+    # costed by name as opset 23's Attention, which reads a query, keys and values: a ValueError unpacking one
+    (helper.make_node("Attention", ["X"], ["Y"], name="attn"), 18,
+     "g: node 'attn' (Attention) has 1 input; Attention takes 3 to 6 at opset 23, the first that defines it (the "
+     "model imports opset 18)"),
+    # costed as a normalisation of its first input: an IndexError
+    (helper.make_node("LayerNormalization", [], ["Y"], name="ln"), 12,
+     "g: node 'ln' (LayerNormalization) has 0 inputs; LayerNormalization takes 2 to 3 at opset 17, the first that "
+     "defines it (the model imports opset 12)"),
+])
+def test_a_node_of_an_operator_of_a_later_opset_with_more_or_fewer_inputs_than_it_takes_is_refused(node, opset,
+                                                                                                    message):
+    model = _graph([node], [("X", [2, 4])], ["Y"])
+    model.opset_import[0].version = opset
+    model.graph.value_info.append(helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 4]))
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model, "g")
+    assert str(err.value) == message
+
+
 def _loop_model(body_shape):
     """X[4,8] -> Loop (3 times: acc = Relu(acc @ WL), WL [8,8]) -> MatMul W[8,16]; the body declares its
     carried input and output with ``body_shape``."""

@@ -153,15 +153,48 @@ def _defined_nodes(model: Any) -> Iterator[tuple[int, Any, Any]]:
             yield k, node, schema
 
 
+def _later_nodes(model: Any) -> Iterator[tuple[int, Any, Any]]:
+    """``(position, node, schema)`` for the nodes of the default domain whose operator ONNX does not define at the
+    model's opset but at a later one, ``schema`` that of the first opset that defines it (not deprecated)."""
+    from onnx import defs
+
+    opset = default_opset(model)
+    if opset is None:
+        return
+    newest = defs.onnx_opset_version()
+    for k, node in enumerate(model.graph.node):
+        if (node.domain not in ("", "ai.onnx") or not defs.has(node.op_type, "")
+                or _schema(node.op_type, opset) is not None):
+            continue
+        schema = next((found for version in range(opset + 1, newest + 1)
+                       if (found := _schema(node.op_type, version)) is not None), None)
+        if schema is not None and not schema.deprecated:
+            yield k, node, schema
+
+
+def _schema(op_type: str, opset: int) -> Any:
+    """The schema of the default domain's ``op_type`` at ``opset``, or ``None`` where it is not defined there."""
+    from onnx import defs
+
+    try:
+        return defs.get_schema(op_type, opset, "")
+    except Exception:   # onnx's SchemaError: not defined at this opset
+        return None
+
+
 def check_schemas(model: Any, name: str) -> None:
     """Every node of the default domain whose operator ONNX defines at the model's opset has as many
     inputs and outputs as the operator's schema allows (trailing empty names, omitted optional ones,
-    not counted): a ``Relu`` given two inputs was imported and costed as it stood. Nothing else of the
-    schema is asked: operators the default domain does not define at that opset (ONNX Runtime writes
-    ``LayerNormalization`` there at opset 12), deprecated ones, attributes of older opsets, and every
-    other domain were imported before and still are (costed by name, or by the bytes they move)."""
+    not counted): a ``Relu`` given two inputs was imported and costed as it stood. An operator the default
+    domain defines only at a later opset (ONNX Runtime writes ``LayerNormalization`` there at opset 12) is
+    costed by name, as that operator: its node has as many as the schema of the first opset that defines it
+    allows (an ``Attention`` of one input at opset 18 failed its costing, which reads three). Nothing else of
+    the schema is asked: deprecated operators, attributes of older opsets, and every other domain were
+    imported before and still are (costed by name, or by the bytes they move)."""
     opset = default_opset(model)
-    for k, node, schema in _defined_nodes(model):
+    later = list(_later_nodes(model))
+    first = {k for k, _, _ in later}   # positions of the nodes asked by the schema of a later opset
+    for k, node, schema in sorted((*_defined_nodes(model), *later), key=lambda found: found[0]):
         for what, names, least, most in (("input", node.input, schema.min_input, schema.max_input),
                                          ("output", node.output, schema.min_output, schema.max_output)):
             count = len(names)
@@ -170,9 +203,11 @@ def check_schemas(model: Any, name: str) -> None:
             if not least <= count <= most:
                 allowed = f"{least}" if least == most else f"{least} to {most}" if most < 2 ** 31 - 1 else \
                     f"at least {least}"
+                at = (f"at opset {schema.since_version}, the first that defines it (the model imports opset {opset})"
+                      if k in first else f"at opset {opset}")
                 raise InvalidInstanceError(f"{name}: node {node.name or f'{node.op_type}_{k}'!r} ({node.op_type}) has "
                                            f"{count} {what}{'' if count == 1 else 's'}; {node.op_type} takes "
-                                           f"{allowed} at opset {opset}")
+                                           f"{allowed} {at}")
 
 
 def check_element_types(model: Any, name: str) -> None:
