@@ -211,6 +211,41 @@ def test_a_convolution_whose_weight_does_not_fit_its_input_or_kernel_shape_is_an
     assert str(err.value) == f"conv: the model cannot run: node 'conv' ({op_type}): {problem}"
 
 
+def _lstm(w_shape, r_shape, direction="forward", hidden_size=32):
+    """X [7, 2, 16] (7 steps of 2 samples of 16) through an LSTM of weights ``w_shape`` and ``r_shape``."""
+    node = helper.make_node("LSTM", ["x", "W", "R"], ["y"], name="lstm", hidden_size=hidden_size, direction=direction)
+    return model([node], [("x", [7, 2, 16])], [("y", None)], [weight("W", w_shape), weight("R", r_shape)])
+
+
+@pytest.mark.parametrize("w_shape, r_shape, direction, hidden_size, problem", [
+    # shape inference wrote the output of hidden_size 64, and the FLOPs were those of 64 units: 573440, not 172032
+    ([1, 128, 16], [1, 128, 32], "forward", 64, "its weight W 'W' has the shape [1, 128, 16], not [1, 256, 16]: 1 "
+                                                "direction × 256 (gates × hidden_size) × 16 (the input size of 'x')"),
+    # two directions written, one costed (the costing takes them from W)
+    ([1, 128, 16], [1, 128, 32], "bidirectional", 32, "its weight W 'W' has the shape [1, 128, 16], not [2, 128, 16]: "
+                                                       "2 directions × 128 (gates × hidden_size) × 16 (the input size "
+                                                       "of 'x')"),
+    ([1, 128, 8], [1, 128, 32], "forward", 32, "its weight W 'W' has the shape [1, 128, 8], not [1, 128, 16]: 1 "
+                                               "direction × 128 (gates × hidden_size) × 16 (the input size of 'x')"),
+    ([1, 128, 16], [1, 100, 32], "forward", 32, "its recurrent weight R 'R' has the shape [1, 100, 32], not "
+                                                "[1, 128, 32]: 1 direction × 128 (gates × hidden_size) × 32 "
+                                                "(hidden_size)"),
+])
+def test_a_recurrent_operator_whose_weights_do_not_fit_it_is_an_error(w_shape, r_shape, direction, hidden_size,
+                                                                      problem):
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(_lstm(w_shape, r_shape, direction, hidden_size), "rnn")
+    assert str(err.value) == f"rnn: the model cannot run: node 'lstm' (LSTM): {problem}"
+
+
+def test_a_recurrent_operator_whose_weights_fit_it_is_costed():
+    # 2 · T · N · G·H · (I + H) per direction: 2 · 7 · 2 · 128 · (16 + 32) = 172032
+    (op,) = graph_from_onnx(_lstm([1, 128, 16], [1, 128, 32]), "rnn").ops
+    assert op.flops == 172032
+    (op,) = graph_from_onnx(_lstm([2, 128, 16], [2, 128, 32], "bidirectional"), "rnn").ops
+    assert op.flops == 2 * 172032
+
+
 @pytest.mark.parametrize("op_type, weight_shape, group, flops", [
     # a 1x1 Conv of 36 positions: 2 · 36 · (input channels per group) · (output channels)
     ("Conv", [8, 4, 1, 1], None, 2 * 36 * 4 * 8),

@@ -149,7 +149,7 @@ from placement.io.onnx_checks import (check_default_opset, check_element_types, 
                                       check_single_definitions, check_text, default_opset, topological_nodes)
 from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.onnx_sequences import split_sequences
-from placement.io.onnx_shapes import SMALL, shaped_model, static_shapes, written_by
+from placement.io.onnx_shapes import RECURRENT_GATES, SMALL, shaped_model, static_shapes, written_by
 from placement.io.onnx_tied import constant_valued, transposed_copies, zero_valued
 from placement.io.op_grouping import check_grouping, group_ops
 from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
@@ -187,8 +187,6 @@ for _kind, _names in {
 #: FLOPs per output element of pointwise operators (1 unless listed): Swish as PyTorch's SiLU, SwiGLU a SiLU and
 #: a product, RotaryEmbedding two products and a sum
 POINTWISE_FLOPS = {"Gelu": 8, "Tanh": 4, "Sigmoid": 4, "Swish": 5, "SwiGLU": 6, "RotaryEmbedding": 3}
-#: recurrent layers, by their gates per step
-RECURRENT_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 #: a recurrent node's inputs that are its initial hidden (and cell) state
 RECURRENT_STATE = slice(5, 7)
 #: the inputs of ``LSTM``, ``GRU`` and ``RNN`` that are their weights: ``W``, ``R``, ``B``

@@ -31,7 +31,8 @@ is in the rounds after evaluation (below), where ``Constant`` nodes stand for th
 ``Reshape``'s target shape as written, so :func:`check_element_counts` checks that the operators that
 rearrange a tensor keep its number of elements, :func:`check_convolution_kernels` that a convolution's
 weight fits its input and ``kernel_shape``, and :func:`check_convolution_groups` that its ``group`` fits its
-channels. Before
+channels; :func:`check_recurrent_weights` checks that a recurrent operator's weights fit its input, ``hidden_size``
+and ``direction``. Before
 inference, :func:`check_declared_dimensions` refuses a declared negative dimension
 and :func:`check_split_parts` a ``Split`` that cannot split the declared size of its axis into its parts:
 onnx's inference gave either a negative dimension and aborted the process on some operators after it.
@@ -125,6 +126,7 @@ def _refused(model: Any, lenient: Any, name: str, fault: tuple[str, str, str], o
     check_convolution_kernels(lenient.graph, name)
     check_convolution_groups(lenient.graph, name)
     check_gemm_bias(lenient.graph, name)
+    check_recurrent_weights(lenient.graph, name)
     op_type, node, detail = fault
     unnamed = [k for k, n in enumerate(model.graph.node) if n.op_type == op_type and not n.name]
     label = node or (f"{op_type}_{unnamed[0]}" if len(unnamed) == 1 else "")
@@ -334,6 +336,44 @@ def check_gemm_bias(graph: Any, name: str) -> None:
                                    f"{node.input[2]!r} of shape {list(bias)} does not broadcast to the shape "
                                    f"{list(out)} (M × N) of its output {node.output[0]!r}; give a bias of shape "
                                    f"[{out[1]}], [1, {out[1]}], [{out[0]}, 1] or {list(out)}")
+
+
+#: ONNX's recurrent layers, by their gates per step
+RECURRENT_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+
+
+def check_recurrent_weights(graph: Any, name: str) -> None:
+    """:class:`InvalidInstanceError` for an ``LSTM``, ``GRU`` or ``RNN`` whose weights do not fit its input and
+    attributes (static shapes): ``G`` gates, ``D`` directions (2 where ``direction`` is ``bidirectional``), ``H`` its
+    ``hidden_size`` and ``I`` the size of its input's last axis, ``W`` is ``[D, G·H, I]``, ``R`` ``[D, G·H, H]``
+    and ``B`` ``[D, 2·G·H]`` (ONNX Runtime refuses others). Shape inference gives the outputs from ``hidden_size``
+    and ``direction`` alone, and the costing takes the directions from ``W``."""
+    shapes = static_shapes(graph)
+    for k, node in enumerate(graph.node):
+        gates = RECURRENT_GATES.get(node.op_type)
+        if node.domain not in ("", "ai.onnx") or gates is None or len(node.input) < 3:
+            continue
+        attributes = {attr.name: attr for attr in node.attribute}
+        x = shapes.get(node.input[0])
+        if "hidden_size" not in attributes or x is None or not x:
+            continue
+        hidden = attributes["hidden_size"].i
+        direction = attributes["direction"].s if "direction" in attributes else b"forward"
+        directions = 2 if direction == b"bidirectional" else 1
+        expected = {1: [directions, gates * hidden, x[-1]], 2: [directions, gates * hidden, hidden],
+                    3: [directions, 2 * gates * hidden]}
+        meaning = {1: f"{gates * hidden} (gates × hidden_size) × {x[-1]} (the input size of {node.input[0]!r})",
+                   2: f"{gates * hidden} (gates × hidden_size) × {hidden} (hidden_size)",
+                   3: f"{2 * gates * hidden} (2 × gates × hidden_size)"}
+        for position, role in ((1, "weight W"), (2, "recurrent weight R"), (3, "bias B")):
+            if position >= len(node.input) or not node.input[position]:
+                continue
+            shape = shapes.get(node.input[position])
+            if shape is not None and list(shape) != expected[position]:
+                raise InvalidInstanceError(
+                    f"{name}: the model cannot run: node {node.name or f'{node.op_type}_{k}'!r} ({node.op_type}): its "
+                    f"{role} {node.input[position]!r} has the shape {list(shape)}, not {expected[position]}: "
+                    f"{directions} direction{'s' if directions > 1 else ''} × {meaning[position]}")
 
 
 def check_declared_dimensions(graph: Any, name: str) -> None:
@@ -680,4 +720,5 @@ def shaped_model(model: Any, name: str, onnx: Any) -> tuple[Any, dict[str, Any]]
     check_convolution_kernels(shaped.graph, name)
     check_convolution_groups(shaped.graph, name)
     check_gemm_bias(shaped.graph, name)
+    check_recurrent_weights(shaped.graph, name)
     return shaped, known
