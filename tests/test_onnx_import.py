@@ -368,6 +368,23 @@ def test_a_shape_stored_outside_the_file_is_read_and_its_file_must_exist(tmp_pat
         import_onnx(tmp_path / "m.onnx", platform=make_platform())
 
 
+def test_a_constant_stored_outside_the_file_whose_file_is_missing_is_named_by_its_node(tmp_path):
+    """A Constant node's value stored outside the file (``convert_attribute=True``) is a tensor without a name:
+    the error named "tensor ''"; it names the Constant node."""
+    from onnx.external_data_helper import convert_model_to_external_data
+
+    shape = numpy_helper.from_array(np.array([2, 8], dtype=np.int64))
+    model = _graph([helper.make_node("Constant", [], ["shape"], name="/shape", value=shape),
+                    helper.make_node("Reshape", ["X", "shape"], ["Y"], name="/reshape")], [("X", [4, 4])], ["Y"])
+    convert_model_to_external_data(model, all_tensors_to_one_file=True, location="shape.bin", size_threshold=0,
+                                   convert_attribute=True)
+    onnx.save_model(model, str(tmp_path / "m.onnx"))
+    (tmp_path / "shape.bin").unlink()
+    with pytest.raises(InvalidInstanceError, match=r"^.*m\.onnx: cannot read the value of Constant node '/shape', "
+                                                   r"stored outside the model \(.*shape\.bin"):
+        import_onnx(tmp_path / "m.onnx", platform=make_platform())
+
+
 def test_onnx_and_torch_importers_agree_on_an_exported_model(tmp_path):
     torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
     pytest.importorskip("onnxscript", reason="torch.onnx.export needs onnxscript")

@@ -253,11 +253,14 @@ def _load_small_external_data(model: Any, path: Path, onnx: Any) -> None:
     """Read the external data of the integer tensors of the main graph of at most ``SMALL`` elements."""
     from onnx.external_data_helper import load_external_data_for_tensor
 
-    tensors = [*model.graph.initializer]
-    tensors += [attr.t for node in model.graph.node if node.op_type == "Constant"
+    # each tensor with what it is: a Constant node's value is a tensor without a name of its own
+    tensors = [(f"the data of tensor {init.name!r}", init) for init in model.graph.initializer]
+    tensors += [(f"the value of Constant node {node.name!r}" if node.name else
+                 f"the value of the Constant node that writes {node.output[0] if node.output else ''!r}", attr.t)
+                for node in model.graph.node if node.op_type == "Constant"
                 for attr in node.attribute if attr.HasField("t")]
     known_types = set(onnx.TensorProto.DataType.values())
-    for tensor in tensors:
+    for what, tensor in tensors:
         if (tensor.data_location != onnx.TensorProto.EXTERNAL or math.prod(tensor.dims) > SMALL
                 or tensor.data_type not in known_types   # refused when its table entry is made
                 or onnx.TensorProto.DataType.Name(tensor.data_type) in ONNX_DTYPE_KEYS):
@@ -266,8 +269,7 @@ def _load_small_external_data(model: Any, path: Path, onnx: Any) -> None:
             load_external_data_for_tensor(tensor, str(path.parent))
         except Exception as exc:  # onnx raises OSError, ValueError or its ValidationError
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise InvalidInstanceError(f"{path}: cannot read the data of tensor {tensor.name!r}, stored outside "
-                                       f"the model ({detail})") from None
+            raise InvalidInstanceError(f"{path}: cannot read {what}, stored outside the model ({detail})") from None
 
 
 #: the most elements of a floating-point result of shape arithmetic (a scale per dimension, as
