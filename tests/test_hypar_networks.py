@@ -86,6 +86,15 @@ def _error(doc) -> str:
      "layer 0 (a): field 'in' must be a positive integer or an array of them, got 2.5"),
     ({"layers": [{"name": "c", "type": "conv", "in": [1, 4, 4], "out": [2, 2, 2], "kernel": 1.5}]},
      "layer 0 (c): field 'kernel' must be a positive integer, got 1.5"),
+    # a whole number past 2^53 written as a float was told it "must be a positive integer"
+    ({"layers": [{"name": "a", "type": "fc", "in": 1e20, "out": 2}]},
+     "layer 0 (a): field 'in' reads 1e+20, a number not written as an integer, 2^53 = 9007199254740992 or more, "
+     "where a double does not hold every integer (what was written may have been rounded to another); write it as "
+     "an integer"),
+    ({"layers": [{"name": "c", "type": "conv", "in": [1, 4, 4], "out": [2, 2, 2], "kernel": 2.0 ** 53}]},
+     "layer 0 (c): field 'kernel' reads 9007199254740992, a number not written as an integer, 2^53 = "
+     "9007199254740992 or more, where a double does not hold every integer (what was written may have been rounded "
+     "to another); write it as an integer"),
     ({"layers": [{"name": "a", "type": "fc", "in": 2, "out": 3}, {"name": "a", "type": "fc", "in": 3, "out": 1}]},
      "layer 1 (a): duplicate layer name 'a'"),
     ({"layers": [{"name": "a", "type": "fc", "in": 2, "out": 3}, {"name": "b", "type": "fc", "in": 4, "out": 1}]},

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import InvalidInstanceError
-from placement.jsonfile import json_type_name, json_value_text, parse_file
+from placement.jsonfile import ROUNDED_INTEGER, json_type_name, json_value_text, parse_file
 from placement.misspelling import misspelling_message, misspelt_field
 
 FORMAT = "placement-network/1"
@@ -182,10 +182,18 @@ def _not_integer(value: Any) -> str:
     return json_value_text(value) if isinstance(value, float) else json_type_name(value)
 
 
+def _check_not_rounded(value: Any, where: str, label: str) -> None:
+    """Refuse a whole float of 2^53 or more in field ``label`` as one that may have been rounded from what was
+    written (``1e20`` is a whole number: "must be a positive integer" named the wrong fault)."""
+    if isinstance(value, float) and value.is_integer():
+        raise InvalidInstanceError(f"{where}: field {label!r} reads {value:.17g}, {ROUNDED_INTEGER}")
+
+
 def _shape(value: Any, where: str, label: str) -> tuple[int, ...]:
     items = [_whole(d) for d in (value if isinstance(value, list) else [value])]
     for d in items:
         if isinstance(d, bool) or not isinstance(d, int):
+            _check_not_rounded(d, where, label)
             raise InvalidInstanceError(f"{where}: field {label!r} must be a positive integer or an array of them, "
                                 f"got {_not_integer(d)}")
     return tuple(items)
@@ -256,6 +264,7 @@ def parse_network(data: Any, name: str = "") -> Network:
             raise InvalidInstanceError(f"{where}: missing field 'kernel'")
         kernel = _whole(entry.get("kernel", 1))
         if isinstance(kernel, bool) or not isinstance(kernel, int):
+            _check_not_rounded(kernel, where, "kernel")
             raise InvalidInstanceError(f"{where}: field 'kernel' must be a positive integer, got "
                                        f"{_not_integer(kernel)}")
         layers.append(Layer(layer_name, kind, _shape(entry["in"], where, "in"), _shape(entry["out"], where, "out"),
