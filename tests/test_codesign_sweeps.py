@@ -93,6 +93,11 @@ def test_the_fixed_design_is_tpu_like_snapped_to_the_grid(mlp, tiny):
     only = {"tensor_cores": [2], "array_width": [128], "array_depth": [128], "vector_cores": [1],
             "vector_lanes": [128], "buffer_mb": [32]}
     assert found.value == pytest.approx(solve_exact(mlp, load_grid(only), 1, 606.68, 300.0).value, rel=1e-12)
+    # nearest on a log scale, where the nearest on a line differs: 2 cores of {1, 3} -> 3 (a factor 1.5, not 2),
+    # 32 MB of {20, 50} -> 50 (a factor 1.5625, not 1.6); the smaller on a tie: 2 vector cores of {1, 4} -> 1
+    apart = {**only, "tensor_cores": [1, 3], "vector_cores": [1, 4], "buffer_mb": [20, 50]}
+    assert [d.label for d in baselines.fixed(mlp, 1, 606.68, 300.0, grid=apart).designs] == [
+        "tc3x128x128-vc1x128-buf50"]
     with pytest.raises(InvalidParameterError) as caught:
         baselines.fixed(mlp, 1, 350.0, 300.0, grid=tiny)
     assert str(caught.value) == ("area 350 mm² is below the TPU-like design tc2x128x128-vc1x128-buf32 (353.952 mm² "
