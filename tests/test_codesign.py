@@ -362,6 +362,31 @@ def test_bundled_model_and_grid_exact_equals_exhaustive(objective):
         assert check.dp_runs == (20 if homogeneous else 65)
 
 
+def test_the_pareto_set_keeps_each_design_that_no_design_before_it_dominates():
+    """placement.codesign.space.undominated against its definition: in the order by total time, TDP, area and grid
+    position, a design is kept when no design before it is as fast on every node (and, with costs, draws no more
+    watts on no more area); designs of equal area and TDP (64x128 and 128x64 arrays) and equal times included."""
+    import numpy as np
+
+    from placement.codesign.space import Candidates, undominated
+
+    designs = tuple(load_grid({"tensor_cores": [1, 2], "array_width": [64, 128], "array_depth": [64, 128],
+                               "vector_cores": [1], "vector_lanes": [128], "buffer_mb": [8, 16]}).designs())
+    tdp = np.array([d.tdp_w for d in designs])
+    area = np.array([d.area_mm2 for d in designs])
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        times = rng.integers(1, 4, size=(len(designs), 3)).astype(float)
+        space = Candidates(designs, times, tdp, len(designs), 0, 0)
+        order = sorted(range(len(designs)), key=lambda i: (times[i].sum(), tdp[i], area[i], i))
+        for by_cost in (True, False):
+            def dominates(j: int, i: int) -> bool:
+                return bool((times[j] <= times[i]).all()) and (not by_cost or (tdp[j] <= tdp[i] and area[j] <= area[i]))
+
+            expected = [i for k, i in enumerate(order) if not any(dominates(j, i) for j in order[:k])]
+            assert undominated(space, by_cost) == expected
+
+
 def test_five_hundred_designs_homogeneous_exact_equals_exhaustive():
     grid = {"tensor_cores": [1, 2, 4, 8, 16], "array_width": [16, 32, 64, 128, 256], "array_depth": [32, 128],
             "vector_cores": [1, 2, 4, 8, 16], "vector_lanes": [64, 256], "buffer_mb": [4, 32]}
