@@ -48,6 +48,24 @@ def test_a_power_of_two_unit_is_taken_only_where_the_values_are_as_written():
     assert decimal_unit(values, sum(values)) is None
 
 
+def test_a_power_of_ten_unit_is_taken_only_where_the_values_times_it_are_as_written():
+    """a = 8.457479737107438e-08, b = 2e-23 and c = 1e-23 (16 to 23 decimals) on an accelerator of
+    8.45747973710744e-08 = a + b as written, a CPU beside it; a and b take 1 on the accelerator and 10 on the
+    CPU, c 1 on either. a times 10.0 ** 23 is 8457479737107439, one more than as written: in that unit a and b
+    filled more than the bound, and the DP and CP-SAT both proved the plan with a or b on the CPU, 10, optimal.
+    The optimum is a and b on the accelerator and c on the CPU: 2."""
+    a, b, c, bound = 8.457479737107438e-08, 2e-23, 1e-23, 8.45747973710744e-08
+    assert a * 10.0 ** 23 == 8457479737107439.0 and as_written(a) * 10 ** 23 == 8457479737107438
+    assert fits([a, b], bound) and decimal_unit([a, b, c, bound], a + b + c) is None
+    doc = {"maxSizePerFPGA": bound, "maxFPGAs": 1, "maxCPUs": 1, "edges": [],
+           "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": cpu, "size": size}
+                     for i, (size, cpu) in enumerate([(a, 10), (b, 10), (c, 1)])]}
+    for method in ("dp", "milp", "auto"):
+        result = placement.solve(doc, method=method)
+        assert (result.status, result.value, result.bound) == ("optimal", 2.0, 2.0), method
+        assert sorted(stage.nodes for stage in result.plan) == [(0, 1), (2,)]
+
+
 def two_nodes(size_1: float, size_2: float, memory: float, cpus: int = 1) -> dict:
     return {"maxSizePerFPGA": memory, "maxFPGAs": 2, "maxCPUs": cpus,
             "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "isBackwardNode": 0,

@@ -3,8 +3,9 @@
 Sums of integers below ``2^53`` are exact in floating point, so a method that sums times or
 sizes in such a unit adds them without rounding (the CP-SAT models' time scale, the memory rows
 of the MILPs, the DP's block memory). A value counts as an integer in a unit when it times the
-unit is an integer whose quotient by the unit is the value again; the smallest such power of ten
-reads the value as its shortest decimal form.
+unit is an integer whose quotient by the unit is the value again. Where sums must be those of the
+values as written (``written``), a power of ten counts only where that integer is the value's shortest
+decimal form times it: near ``2^53`` the product may round to the next integer, which reads as the value too.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ def exact_unit(values: Sequence[float], largest: float, cap: float, *, written: 
     ``largest`` times it at most ``cap``; past them (values finer than 10^-12 and 2^-40), the power of
     ten of the values' longest shortest decimal form, or the power of two of their finest binary
     digit, where one of them is such a unit; ``None`` when there is none. With ``written`` (sums that
-    must be the sums of the values as written, as memory's are), a power of two counts only where every
-    value's binary value is its shortest decimal form: 0.1 + 0.2 computed in floating point,
+    must be the sums of the values as written, as memory's are), a power of ten counts only where every
+    value times it is its shortest decimal form times it (:func:`_reads_as_written`), and a power of two only
+    where every value's binary value is its shortest decimal form: 0.1 + 0.2 computed in floating point,
     0.30000000000000004, is a whole number of 2^-52, but 2^-52 times that number is not 0.30000000000000004,
     and 0.30000000000000004 and 0.6000000000000001 summed in that unit met a bound of 0.9000000000000001
     that, as written, they exceed by 4e-17."""
@@ -38,8 +40,10 @@ def exact_unit(values: Sequence[float], largest: float, cap: float, *, written: 
         return bool(np.array_equal(scaled, whole) and np.array_equal(whole / unit, array))
 
     def allowed(unit: float) -> bool:
-        if not written or _power_of_ten(unit):
+        if not written:
             return True
+        if _power_of_ten(unit):
+            return _reads_as_written(array.tolist(), unit)
         if not binary_as_written:
             binary_as_written.append(all(map(binary_is_as_written, array.tolist())))
         return binary_as_written[0]
@@ -51,6 +55,17 @@ def exact_unit(values: Sequence[float], largest: float, cap: float, *, written: 
             return unit
     finer = sorted(unit for unit in _finest_units(array.tolist()) if unit > UNITS[-1] and largest * unit <= cap)
     return next((unit for unit in finer if integral(unit) and allowed(unit)), None)
+
+
+def _reads_as_written(values: Sequence[float], unit: float) -> bool:
+    """Whether every value times ``unit``, a power of ten ``10^k``, computed in floating point, is the value's
+    shortest decimal form times ``10^k`` exactly. Products near ``2^53``, and those by a power of ten that is no
+    float (``10.0 ** 23`` is 10^23 + 8388608), may round to the next integer, whose quotient by the unit is the
+    value again: 8.457479737107438e-08 times ``10.0 ** 23`` is 8457479737107439, not 8457479737107438."""
+    from decimal import Decimal
+
+    k = round(math.log10(unit))
+    return all(math.isfinite(x * unit) and Decimal(repr(x)).scaleb(k) == int(x * unit) for x in set(values))
 
 
 def _power_of_ten(unit: float) -> bool:
