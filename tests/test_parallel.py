@@ -600,6 +600,26 @@ def test_sizes_left_by_floating_point_arithmetic_are_summed_as_written():
     assert [stage.nodes for stage in result.plan.stages] == [(0,), (1,)]
 
 
+def test_activations_whose_products_hide_their_rounding_are_summed_as_written():
+    """A chain of four nodes of time 1 on three devices of 0.75 (m = 5, so up to 5 micro-batches in flight), memory
+    per micro-batch 0.05, 0.2, 0.35 and 0.5: times 5 all are as written (0.25, 1.0, 1.75, 2.5), but with 3 in
+    flight 0.05 · 3 + 0.2 · 3 is 0.7500000000000001 in floating point. The only plan that fits is nodes 0 and 1
+    (0.75 as written, 3 in flight), 2 (0.7) and 3 (0.5): 2. The DP took the products for exact and called the
+    instance infeasible."""
+    def tmpc(k: int) -> dict:
+        return {"id": "v", "timePerSample": 1, "parameterSize": 0, "memoryUsageA": (0.05, 0.2, 0.35, 0.5)[k],
+                "memoryUsageB": 0, "syncTimeFw": {str(k - 1): 0} if k else {},
+                "syncTimeBw": {str(k + 1): 0} if k < 3 else {}}
+
+    chain = parse_piper({"maxDevices": 3, "maxMemoryPerDevice": 0.75, "bandwidth": 1, "mbsInBatch": 5,
+                         "nodes": [{"id": k, "TMPCs": {"1": [tmpc(k)]}} for k in range(4)],
+                         "edges": [{"sourceId": k, "destId": k + 1, "communicationCost": 0} for k in range(3)]})
+    assert brute_force_parallel(chain)[0] == 2.0
+    result = placement.solve(chain)
+    assert (result.status, result.value, result.bound) == ("optimal", 2.0, 2.0)
+    assert [stage.nodes for stage in result.plan.stages] == [(0, 1), (2,), (3,)]
+
+
 def test_a_table_too_large_is_refused_before_the_degrees_are_listed():
     """Two nodes, 2^40 devices and micro-batches: listing every d ≤ 2^40 that divides m took hours before the
     table's size refused it. Three types of 2^22 devices (m = 2^22): (2^22 + 1)^3 device counts overflowed

@@ -133,7 +133,7 @@ def exact_memory(types: DeviceTypes, tables: Tables, m: int,
         return types, tables, False
     mem_a, mem_b = np.abs(tables.mem_a), np.abs(tables.mem_b)
     most_in_flight = max(m, sum(types.counts) + 1)
-    if sums_as_written([*(float(v) * most_in_flight for v in mem_a.ravel()), *map(float, mem_b.ravel()), *bounds]):
+    if summed_as_written(mem_a, mem_b, bounds, most_in_flight):
         return types, tables, False
     written = {x: as_written(x) for x in {*map(float, mem_a.ravel()), *map(float, mem_b.ravel()), *bounds}}
     q = math.lcm(*(f.denominator for f in written.values()))
@@ -149,6 +149,15 @@ def exact_memory(types: DeviceTypes, tables: Tables, m: int,
             replace(tables, mem_a=scaled(tables.mem_a), mem_b=scaled(tables.mem_b)), False)
 
 
+def summed_as_written(mem_a: np.ndarray, mem_b: np.ndarray, bounds: list[float], most_in_flight: int) -> bool:
+    """Whether the DP's floating-point memory figures ``mem_a · y + mem_b`` (``y ≤ most_in_flight``), their sums and
+    the ``bounds`` are those of the figures as written (:func:`sums_as_written` of ``mem_a`` itself, its products
+    at ``most_in_flight``, ``mem_b`` and the bounds). Of the products alone, 0.05 · 5 = 0.25 and 0.2 · 5 = 1.0
+    are as written, but 0.05 · 3 + 0.2 · 3 is 0.7500000000000001, and a stage of 0.75 did not fit a device of 0.75."""
+    a = list(map(float, mem_a.ravel()))
+    return sums_as_written([*a, *(v * most_in_flight for v in a), *map(float, mem_b.ravel()), *bounds])
+
+
 def lenient_memory(types: DeviceTypes, tables: Tables, m: int, strict: bool = False) -> DeviceTypes:
     """``types`` with memory bounds ``1 + LENIENT`` times larger where the DP's floating-point sums of the
     memory data are not exact (sizes such as 0.1 and 0.2, which the model reads as written: they fit a
@@ -157,9 +166,7 @@ def lenient_memory(types: DeviceTypes, tables: Tables, m: int, strict: bool = Fa
     written, refuses a plan that only the slack let in. ``strict``: ``1 − LENIENT`` times, so that every plan
     the DP admits fits, though it may miss some that fit exactly. Integer sizes (bytes) sum exactly, and
     their bounds stay as they are."""
-    values = [*(np.abs(tables.mem_a.ravel()) * m), *np.abs(tables.mem_b.ravel()),
-              *(b for b in types.memory if math.isfinite(b))]
-    if sums_as_written([float(v) for v in values]):
+    if summed_as_written(np.abs(tables.mem_a), np.abs(tables.mem_b), [b for b in types.memory if math.isfinite(b)], m):
         return types
     return replace(types, memory=tuple(b * (1 - LENIENT if strict else 1 + LENIENT) for b in types.memory))
 
