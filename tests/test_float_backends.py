@@ -485,3 +485,16 @@ def test_a_pair_over_its_bound_by_less_than_the_rounding_is_refused_honestly():
     assert (bare.status, bare.plan, bare.bound) == ("no_solution", (), 2.0) and reason in bare.message
     started = placement.solve(doc, method="milp", backend="cp-sat", contiguity="sets", time_limit=20)
     assert (started.status, started.value, started.bound) == ("feasible", 10.5, 2.0) and reason in started.message
+def test_the_latency_model_keeps_a_node_off_a_core_it_passes_by_less_than_the_rounding():
+    """The node a of 0.01785638598682726 beside a core of 0.017856385986827258 (one ulp, 2e-18, less) that runs it
+    in 1, and two accelerators of 12.11 that run it in 100; b of 12.100000000000001 runs on an accelerator only.
+    a fits no core, so it runs on the second accelerator: 100. Exact integers of 10^-18 would pass 2^61, and the
+    core's row, rounded down from the values, had admitted a (1), whose plan failed verification (no plan)."""
+    types = (DeviceType("accelerator", 2, memory=12.11),
+             DeviceType("cpu", 1, memory=0.017856385986827258, pays_comm=False))
+    pair = Instance((Node(0, "a", (100.0, 1.0), memory=0.01785638598682726),
+                     Node(1, "b", (1.0, None), memory=12.100000000000001)), (), types)
+    result = placement.solve(pair, method="milp", backend="cp-sat", objective="latency", warm_start=False,
+                             time_limit=20)
+    assert (result.status, result.value, result.bound) == ("optimal", 100.0, 100.0), result.message
+    assert [stage.device_type for stage in result.plan] == ["accelerator", "accelerator"]

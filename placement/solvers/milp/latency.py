@@ -112,6 +112,7 @@ from typing import Any, Callable
 from placement.errors import InvalidParameterError
 from placement.problem.bounds import latency_lower_bound, meets
 from placement.problem.chain_bound import chain_bound
+from placement.problem.memory_fit import fits
 from placement.problem.module_chain import OUT_OF_TIME, module_chain
 from placement.problem.path_bound import latency_path_bound, path_bound
 from placement.problem.objectives import check_objective
@@ -266,13 +267,19 @@ def _half_left(deadline: float | None) -> float | None:
 
 def _core_rows(problem: Instance, d: LatencyData, be: Any, on_acc: Callable[[int], list[tuple[float, Any]]],
                w: list[Any]) -> dict[tuple[int, int], Any]:
-    """Row 15: where the CPU cores' memory binds, the core of every colour class on the CPUs."""
+    """Row 15: where the CPU cores' memory binds, the core of every colour class on the CPUs. A class's fit on a
+    core alone is decided on its sizes as written (rows rounded to admit every plan that fits may admit a class
+    over the bound by less than their rounding)."""
     colours = problem.colour_classes()
     size = [sum(d.m[d.group[i]] for i in members) for members in colours]
     movable = [k for k, members in enumerate(colours) if all(d.p_cpu[i] is not None for i in members)]
-    if not d.cores or not math.isfinite(d.M_cpu) or sum(size[k] for k in movable) <= d.M_cpu:
+    if not d.cores or not math.isfinite(d.M_cpu):
         return {}
-    z = {(k, r): be.bool_var(f"z[{k},{r}]", fixed=None if size[k] <= d.M_cpu else 0)
+    bound = problem.device_types[cpu_types(problem)[0]].memory
+    if fits([problem.nodes[i].memory for k in movable for i in colours[k]], bound):
+        return {}
+    alone = {k: size[k] <= d.M_cpu and fits([problem.nodes[i].memory for i in colours[k]], bound) for k in movable}
+    z = {(k, r): be.bool_var(f"z[{k},{r}]", fixed=None if alone[k] else 0)
          for k in movable for r in range(d.cores)}
     for k in movable:   # Σ_r z[k, r] = on_cpu(first node of k) = 1 − Σ x
         be.add([(1, z[k, r]) for r in range(d.cores)] + on_acc(d.group[colours[k][0]]), lo=1, hi=1)
