@@ -498,3 +498,20 @@ def test_the_latency_model_keeps_a_node_off_a_core_it_passes_by_less_than_the_ro
                              time_limit=20)
     assert (result.status, result.value, result.bound) == ("optimal", 100.0, 100.0), result.message
     assert [stage.device_type for stage in result.plan] == ["accelerator", "accelerator"]
+
+
+@needs("cp-sat")
+def test_the_latency_model_counts_each_call_in_the_memory_budget():
+    """One accelerator of 12.15 and a CPU: b of 12.100000000000001 (50 on the CPU), a node of 7 bytes in GiB and
+    eight of 0.01 (10 on the CPU), each 1 on the accelerator. At most four of the small ones join b there, so
+    some run on the CPU: 10, the optimum. An accelerator's memory row holds every size once per call, so with
+    10 calls the sizes are taken times 2^53 (2^55 with one call): counted once, the row reached 2^62.1 and
+    CP-SAT's proof went unused (feasible, bound 1)."""
+    nodes = [{"id": 0, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "size": 7 / 2 ** 30},
+             {"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 50, "size": 12.100000000000001}]
+    nodes += [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "size": 0.01} for i in range(2, 10)]
+    doc = {"maxSizePerFPGA": 12.15, "maxFPGAs": 1, "maxCPUs": 1, "edges": [], "nodes": nodes}
+    result = placement.solve(doc, method="milp", backend="cp-sat", objective="latency", calls=10, warm_start=False,
+                             time_limit=20)
+    assert (result.status, result.value, result.bound, result.message) == ("optimal", 10.0, 10.0, "")
+    assert result.stats["overflow_risk_log2"] <= 62

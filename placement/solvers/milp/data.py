@@ -148,7 +148,7 @@ class MemoryData:
 
 def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool,
                  binds: Sequence[bool] | None = None,
-                 written: Callable[[], Sequence[Fraction]] | None = None) -> MemoryData:
+                 written: Callable[[], Sequence[Fraction]] | None = None, copies: int = 1) -> MemoryData:
     """Memory for the model: exact where a power of two or ten under ``2^53`` makes every size and
     binding bound an integer, or, for an integer backend, in exact integers of the unit in which the
     sizes and bounds as written are whole (:func:`_integer_memory`), else rounded to admit every plan
@@ -156,7 +156,8 @@ def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool,
     whole graph does not fit, by the model's rule on the nodes' sizes as written
     (:func:`placement.problem.memory_fit.fits`; the sizes here are sums, rounded); by default, those
     below the sum of ``sizes``. ``written`` gives the sizes' exact values (each the sum of its nodes'
-    sizes as written), called only where those are needed; by default each size as written."""
+    sizes as written), called only where those are needed; by default each size as written. ``copies``: the
+    most times one row holds each size (the latency model's row of an accelerator, once per call)."""
     total = sum(sizes)
     if binds is None:
         binds = [math.isfinite(M) and M < total for M in bounds]
@@ -172,10 +173,10 @@ def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool,
             # which a bound of 0.9000000000000001 meets, but as written the sum is 0.90000000000000014
             scaling = rounding_scale(total, MEMORY_MAX_SCALED)
         if not scaling.exact:
-            whole = _integer_memory(exact, bounds, binds)
+            whole = _integer_memory(exact, bounds, binds, copies)
             if whole is not None:
                 return whole
-            admitting = _admitting_memory(exact, bounds, binds)
+            admitting = _admitting_memory(exact, bounds, binds, copies)
             if admitting is not None:
                 return admitting
 
@@ -193,15 +194,17 @@ def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool,
 MEMORY_MAX_INTEGER = 2 ** 61
 
 
-def _row_activity(written: Sequence[Fraction], limits: Sequence[Fraction], types: int) -> Fraction:
+def _row_activity(written: Sequence[Fraction], limits: Sequence[Fraction], types: int, copies: int = 1) -> Fraction:
     """The most a memory row's coefficients and its bound add up to (CP-SAT checks that against its overflow
     limit): a slot's row (:func:`placement.solvers.milp.rows.slot_rows`) holds every size and, per type, up to
-    their total again; a device's row, every size and its bound."""
+    their total again; a device's row, every size and its bound, or every size ``copies`` times (the latency
+    model's row of an accelerator holds a node's size once per call)."""
     total = sum((abs(value) for value in written), Fraction(0))
-    return (types + 1) * total + max(limits, default=Fraction(0))
+    return max(types + 1, copies) * total + max(limits, default=Fraction(0))
 
 
-def _integer_memory(written: Sequence[Fraction], bounds: Sequence[float], binds: Sequence[bool]) -> MemoryData | None:
+def _integer_memory(written: Sequence[Fraction], bounds: Sequence[float], binds: Sequence[bool],
+                    copies: int = 1) -> MemoryData | None:
     """Memory in exact integers for an integer backend: the sizes ``written`` (exact) and the binding bounds as
     written, times the least common multiple of their denominators (the least unit in which all are whole);
     ``None`` where some value is not finite or a row's activity (:func:`_row_activity`) passes
@@ -215,7 +218,7 @@ def _integer_memory(written: Sequence[Fraction], bounds: Sequence[float], binds:
         return None
     exact_limits = [as_written(M) for M in limits]
     unit = math.lcm(*(value.denominator for value in [*written, *exact_limits]))
-    if _row_activity(written, exact_limits, len(bounds)) * unit > MEMORY_MAX_INTEGER:
+    if _row_activity(written, exact_limits, len(bounds), copies) * unit > MEMORY_MAX_INTEGER:
         return None
     return MemoryData(tuple(int(value * unit) for value in written),
                       tuple(int(as_written(M) * unit) if b else math.inf for M, b in zip(bounds, binds)),
@@ -223,7 +226,7 @@ def _integer_memory(written: Sequence[Fraction], bounds: Sequence[float], binds:
 
 
 def _admitting_memory(written: Sequence[Fraction], bounds: Sequence[float],
-                      binds: Sequence[bool]) -> MemoryData | None:
+                      binds: Sequence[bool], copies: int = 1) -> MemoryData | None:
     """Memory for an integer backend where exact integers would pass :data:`MEMORY_MAX_INTEGER`
     (:func:`_integer_memory`): the sizes ``written`` (exact) and the binding bounds as written times the largest
     power of two ``s`` that keeps them within it, each rounded down, exactly. A device whose sizes fit as written
@@ -237,7 +240,7 @@ def _admitting_memory(written: Sequence[Fraction], bounds: Sequence[float],
     limits = [as_written(M) for M, b in zip(bounds, binds) if b]
     if not all(map(math.isfinite, [*map(float, written), *map(float, limits)])):
         return None
-    total = _row_activity(written, limits, len(bounds))
+    total = _row_activity(written, limits, len(bounds), copies)
     if total <= 0:
         return None
     above = total.numerator.bit_length() - total.denominator.bit_length()   # 2^above ≥ total, exactly

@@ -451,7 +451,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
         progress(f"building the latency model for {be.name} ({len(problem.nodes):,} nodes, {calls} "
                  f"call{'s' if calls > 1 else ''} per accelerator)")
     try:
-        d = prepare_latency(problem, be.integer_only, max_product, be.check_time)
+        d = prepare_latency(problem, be.integer_only, max_product, be.check_time, calls)
         V = _build(problem, d, be, calls, stages)
     except OutOfTime as exc:
         return out_of_time(problem, f"milp-{be.name}", "latency", "sets", start, str(exc), warm_start, verify,

@@ -76,10 +76,11 @@ def cpu_types(problem: Instance) -> list[int]:
 
 
 def prepare_latency(problem: Instance, integer: bool, max_product: float,
-                    check_time: Callable[[], None] = lambda: None) -> LatencyData:
-    """The model's data; ``check_time`` is called every :data:`NODES_PER_CHECK` nodes of each loop (a
-    backend's :meth:`~placement.solvers.milp.backends.Backend.check_time`, which stops the build past its
-    deadline: on 100,000 nodes this takes seconds)."""
+                    check_time: Callable[[], None] = lambda: None, calls: int = 1) -> LatencyData:
+    """The model's data for ``calls`` calls per accelerator (an accelerator's memory row holds each size once
+    per call, which the budget of integer memory counts); ``check_time`` is called every :data:`NODES_PER_CHECK`
+    nodes of each loop (a backend's :meth:`~placement.solvers.milp.backends.Backend.check_time`, which stops the
+    build past its deadline: on 100,000 nodes this takes seconds)."""
     nodes = problem.nodes
     types = problem.device_types
     classes = [[i] for i in range(len(nodes))]
@@ -143,7 +144,7 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float,
                                         runs, binds),
                           [types[t].memory for t in bounded], integer, binds,
                           lambda: counted_sizes([written_sum(nodes[i].memory for i in members) for members in classes],
-                                                runs, binds))
+                                                runs, binds), copies=calls)
     return LatencyData(classes, group, acc, rank,
                        [[None if q is None else t_model(q) for q in row] for row in p_acc_raw],
                        [None if q is None else t_model(q) for q in p_cpu_raw], cpu_type, list(memory.sizes),
