@@ -515,3 +515,22 @@ def test_the_latency_model_counts_each_call_in_the_memory_budget():
                              time_limit=20)
     assert (result.status, result.value, result.bound, result.message) == ("optimal", 10.0, 10.0, "")
     assert result.stats["overflow_risk_log2"] <= 62
+
+
+@needs("cp-sat")
+def test_the_split_model_keeps_a_layer_off_a_bound_it_passes_by_less_than_the_rounding():
+    """Split backward: layer 1 (f1 of 0.01, b1 of 0.00785638598682726) is one ulp, 2e-18, over the fast type's
+    0.017856385986827258, and layer 2 (f2 of 12.100000000000001) fits only the big type, 10 times slower. Exact
+    integers would pass 2^61, and the rows rounded down from the values admitted layer 1 on the fast device (its
+    plan failed verification: no plan). Its fit alone is decided on its sizes as written: both layers on big
+    devices, 30."""
+    nodes = (Node(1, "f1", (1.0, 10.0), colour=1, memory=0.01),
+             Node(2, "f2", (1.0, 10.0), colour=2, memory=12.100000000000001),
+             Node(3, "b2", (2.0, 20.0), backward=True, colour=2),
+             Node(4, "b1", (2.0, 20.0), backward=True, colour=1, memory=0.00785638598682726))
+    types = (DeviceType("fast", 1, memory=0.017856385986827258), DeviceType("big", 2, memory=100.0))
+    problem = Instance(nodes, (Edge(1, 2), Edge(3, 4)), types)
+    result = placement.solve(problem, method="milp", backend="cp-sat", backward="split", warm_start=False,
+                             time_limit=20)
+    assert (result.status, result.value, result.bound, result.message) == ("optimal", 30.0, 30.0, "")
+    assert {stage.device_type for stage in result.plan} == {"big"}
