@@ -534,3 +534,19 @@ def test_the_split_model_keeps_a_layer_off_a_bound_it_passes_by_less_than_the_ro
                              time_limit=20)
     assert (result.status, result.value, result.bound, result.message) == ("optimal", 30.0, 30.0, "")
     assert {stage.device_type for stage in result.plan} == {"big"}
+
+
+@needs("cp-sat")
+def test_the_latency_model_keeps_a_colour_class_off_a_bound_it_passes_by_less_than_the_rounding():
+    """a of 0.007970907725393772 and b of 0.0036849603056907654, one colour, are 1.4e-18 over the accelerator's
+    0.011655868031084536 as written, each alone within it; c of 12.100000000000001 runs on a CPU in 5. The class
+    runs on the CPUs, its nodes at once: 10, the optimum. The latency model holds a node per group and its rows,
+    rounded down where exact integers pass CP-SAT's limit, admitted the class on the accelerator (1), whose plan
+    failed verification (no plan); the fit of a node's colour class alone is decided on its sizes as written."""
+    types = (DeviceType("accelerator", 1, memory=0.011655868031084536), DeviceType("cpu", 2, pays_comm=False))
+    problem = Instance((Node(0, "a", (1.0, 10.0), memory=0.007970907725393772, colour=1),
+                        Node(1, "b", (1.0, 10.0), memory=0.0036849603056907654, colour=1),
+                        Node(2, "c", (1.0, 5.0), memory=12.100000000000001)), (), types)
+    result = placement.solve(problem, method="milp", backend="cp-sat", objective="latency", warm_start=False,
+                             time_limit=20)
+    assert (result.status, result.value, result.bound, result.message) == ("optimal", 10.0, 10.0, "")

@@ -51,11 +51,12 @@ class LatencyData:
     memory_exact: bool
     cores: int                              # l: devices of the CPU type (0 without one)
     M_cpu: float = math.inf                 # memory bound of each core (inf: it never binds)
-    alone: list[list[bool]] = field(default_factory=list)   # per class and accelerator: it fits alone, as written
+    alone: list[list[bool]] = field(default_factory=list)   # per class and accelerator: its colour fits, as written
 
     def fits(self, v: int, a: int) -> bool:
-        """Whether class ``v`` alone fits accelerator ``a``'s memory, decided on the sizes as written (rows rounded
-        to admit every plan that fits may admit a class over a bound by less than their rounding)."""
+        """Whether class ``v`` may go on accelerator ``a`` by memory: its node's colour class (which goes whole to
+        one accelerator) fits there alone, decided on the sizes as written (rows rounded to admit every plan that
+        fits may admit a colour class over a bound by less than their rounding)."""
         return self.alone[v][a] if self.alone else self.m[v] <= self.M[a]
 
 
@@ -145,6 +146,12 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float,
                           [types[t].memory for t in bounded], integer, binds,
                           lambda: counted_sizes([written_sum(nodes[i].memory for i in members) for members in classes],
                                                 runs, binds), copies=calls)
+    alone: list[list[bool]] = [[] for _ in nodes]   # per node: its colour class fits each accelerator alone
+    for members in problem.colour_classes():
+        fitting = [not binds[a] or fits([nodes[i].memory for i in members], types[t].memory)
+                   for a, t in enumerate(acc)]
+        for i in members:
+            alone[i] = fitting
     return LatencyData(classes, group, acc, rank,
                        [[None if q is None else t_model(q) for q in row] for row in p_acc_raw],
                        [None if q is None else t_model(q) for q in p_cpu_raw], cpu_type, list(memory.sizes),
@@ -154,3 +161,4 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float,
                        sum(types[t].count for t in cpus), memory.bounds[len(acc)] if cpus else math.inf,
                        [[not binds[a] or fits([nodes[i].memory for i in members], types[t].memory)
                          for a, t in enumerate(acc)] for members in classes] if memory.admitting else [])
+                       [alone[members[0]] for members in classes] if memory.binds else [])
