@@ -147,7 +147,7 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float,
                           lambda: counted_sizes([written_sum(nodes[i].memory for i in members) for members in classes],
                                                 runs, binds), copies=calls)
     alone: list[list[bool]] = [[] for _ in nodes]   # per node: its colour class fits each accelerator alone
-    for members in problem.colour_classes():
+    for members in problem.colour_classes() if memory.admitting else []:
         fitting = [not binds[a] or fits([nodes[i].memory for i in members], types[t].memory)
                    for a, t in enumerate(acc)]
         for i in members:
@@ -159,6 +159,4 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float,
                        [CostNode(u, r, W, t_model(c), False) for u, r, W, c in cost_raw],
                        scaling, math.ceil(t_model(horizon_raw)) + len(nodes) + 1.0, memory.exact,
                        sum(types[t].count for t in cpus), memory.bounds[len(acc)] if cpus else math.inf,
-                       [[not binds[a] or fits([nodes[i].memory for i in members], types[t].memory)
-                         for a, t in enumerate(acc)] for members in classes] if memory.admitting else [])
-                       [alone[members[0]] for members in classes] if memory.binds else [])
+                       [alone[members[0]] for members in classes] if memory.admitting else [])
