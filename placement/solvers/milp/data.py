@@ -390,6 +390,16 @@ def memory_binds(problem: Instance, types: Sequence[int]) -> list[bool]:
     return which_bind([v.memory for v in problem.nodes], [problem.device_types[t].memory for t in types])
 
 
+def fits_alone(problem: Instance, groups: Sequence[Sequence[int]], types: Sequence[int],
+               binds: Sequence[bool]) -> list[list[bool]]:
+    """Per group (node positions) and device type (positions ``types``, ``binds`` saying whose bound binds):
+    whether the group alone fits the type's memory, decided on its nodes' sizes as written
+    (:func:`placement.problem.memory_fit.fits`). Rows rounded to admit every plan that fits
+    (:func:`_admitting_memory`) may admit a group over a bound by less than their rounding; this keeps it off."""
+    return [[not bind or fits([problem.nodes[v].memory for v in members], problem.device_types[t].memory)
+             for t, bind in zip(types, binds)] for members in groups]
+
+
 def counted_sizes(sizes: Sequence[Number], runs: Sequence[Sequence[bool]], binds: Sequence[bool]) -> list[Number]:
     """``sizes`` as the memory rows count them: a group that no device with a binding bound runs (``runs[g][k]``:
     whether the ``k``-th device type or device of ``binds`` runs group ``g``) never counts against a bound, so its
@@ -500,7 +510,4 @@ def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, m
         m=memory.sizes, M=memory.bounds, memory_binds=memory.binds, memory_exact=memory.exact,
         cost_nodes=cost_nodes, scaling=scaling,
         load_ub=load_ub, stages=stages,
-        # decided on the sizes as written: rows rounded to admit every plan that fits (_admitting_memory) may
-        # admit a group over a bound by less than their rounding
-        alone=tuple(tuple(not bind or fits([nodes[v].memory for v in members], problem.device_types[t].memory)
-                          for t, bind in zip(types, binds)) for members in groups) if memory.admitting else ())
+        alone=tuple(map(tuple, fits_alone(problem, groups, types, binds))) if memory.admitting else ())

@@ -120,6 +120,7 @@ from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution
 from placement.solvers.milp.backends import OutOfTime, SolveOptions, make_backend
+from placement.solvers.milp.data import fits_alone
 from placement.solvers.milp.rows import boundary_rows, convexity_rows
 from placement.parameters import stage_count
 from placement.solvers.milp.driver import (DEFAULT_MAX_PRODUCT, checked_claim, data_notes, out_of_time, run_solver,
@@ -275,10 +276,11 @@ def _core_rows(problem: Instance, d: LatencyData, be: Any, on_acc: Callable[[int
     movable = [k for k, members in enumerate(colours) if all(d.p_cpu[i] is not None for i in members)]
     if not d.cores or not math.isfinite(d.M_cpu):
         return {}
-    bound = problem.device_types[cpu_types(problem)[0]].memory
-    if fits([problem.nodes[i].memory for k in movable for i in colours[k]], bound):
+    cpu = cpu_types(problem)[:1]
+    if fits([problem.nodes[i].memory for k in movable for i in colours[k]], problem.device_types[cpu[0]].memory):
         return {}
-    alone = {k: size[k] <= d.M_cpu and fits([problem.nodes[i].memory for i in colours[k]], bound) for k in movable}
+    alone = {k: size[k] <= d.M_cpu and row[0]
+             for k, row in zip(movable, fits_alone(problem, [colours[k] for k in movable], cpu, [True]))}
     z = {(k, r): be.bool_var(f"z[{k},{r}]", fixed=None if alone[k] else 0)
          for k in movable for r in range(d.cores)}
     for k in movable:   # Σ_r z[k, r] = on_cpu(first node of k) = 1 − Σ x

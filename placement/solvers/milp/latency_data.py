@@ -29,9 +29,9 @@ from typing import Callable
 
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import decimal_sum, fits, written_sum
-from placement.solvers.milp.data import (CostNode, Scaling, choose_scale, counted_sizes, float_scaling, float_time,
-                                         memory_binds, scale_memory)
+from placement.problem.memory_fit import decimal_sum, written_sum
+from placement.solvers.milp.data import (CostNode, Scaling, choose_scale, counted_sizes, fits_alone, float_scaling,
+                                         float_time, memory_binds, scale_memory)
 
 
 @dataclass(frozen=True)
@@ -147,9 +147,8 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float,
                           lambda: counted_sizes([written_sum(nodes[i].memory for i in members) for members in classes],
                                                 runs, binds), copies=calls)
     alone: list[list[bool]] = [[] for _ in nodes]   # per node: its colour class fits each accelerator alone
-    for members in problem.colour_classes() if memory.admitting else []:
-        fitting = [not binds[a] or fits([nodes[i].memory for i in members], types[t].memory)
-                   for a, t in enumerate(acc)]
+    colours = problem.colour_classes() if memory.admitting else []
+    for members, fitting in zip(colours, fits_alone(problem, colours, acc, binds)):
         for i in members:
             alone[i] = fitting
     return LatencyData(classes, group, acc, rank,

@@ -62,12 +62,12 @@ from typing import Any, Callable, Iterator
 
 from placement.plan import DeviceAssignment, Plan
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import as_written, decimal_sum, fits, written_sum
+from placement.problem.memory_fit import as_written, decimal_sum, written_sum
 from placement.problem.split import SplitModel, memory_shortfall, split_lower_bound, split_times
 from placement.solution import Solution, Status
 from placement.solvers.ideals import contract
 from placement.solvers.milp.backends import OutOfTime, SolveOptions, check_backend_available, make_backend
-from placement.solvers.milp.data import choose_scale, float_scaling, float_time, scale_memory, scaling_note
+from placement.solvers.milp.data import choose_scale, fits_alone, float_scaling, float_time, scale_memory, scaling_note
 from placement.solvers.milp.driver import DEFAULT_MAX_PRODUCT, out_of_time, run_solver, start_from
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 from placement.verification.contiguity import pipeline_order
@@ -410,11 +410,8 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
         else:
             V.targets = [be.num_var(load_ub, "TF"), be.num_var(load_ub, "TB")]
         total_m = sum(mem.sizes)
-        # a group's memory alone decided on its sizes as written (rows rounded to admit every plan that fits
-        # may admit a group over a bound by less than their rounding)
-        alone = [[m_g[g] <= mem.bounds[k] and fits([nodes[v].memory for v in groups[g]],
-                                                    problem.device_types[types[k]].memory) for k in K]
-                 for g in range(G)]
+        alone = [[m_g[g] <= mem.bounds[k] and fit for k, fit in zip(K, row)]
+                 for g, row in enumerate(fits_alone(problem, groups, types, [True] * len(types)))]
         for s in slots:
             for g in range(G):
                 holds = [(1, V.y[s, k]) for k in K if f_raw[g][k] is not None and alone[g][k]]
