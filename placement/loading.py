@@ -90,6 +90,14 @@ def hand_off_file(data: Mapping[str, Any]) -> str | None:
     return None
 
 
+def document_kind(data: Mapping[str, Any]) -> str | None:
+    """What a document of this package is, where its fields say: :func:`other_document`, an instance or a model
+    file (its ``nodes``), or :func:`design_document`; ``None`` otherwise (the readers of other documents name
+    what they were given with it)."""
+    return (other_document(data) or ("an instance or a model file" if "nodes" in data else None)
+            or design_document(data))
+
+
 def design_document(data: Mapping[str, Any]) -> str | None:
     """What a document without ``nodes`` is where the co-design reads or wrote it: a design grid (values of the
     accelerator template's parameters), a sweep specification (its lists of models and budgets) or a co-design

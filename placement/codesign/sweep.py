@@ -258,13 +258,10 @@ def _one_document(text: str) -> str | None:
 
 def _document_kind(document: Any) -> str | None:
     """What another document of the package is, where its fields say (a plan, a specification, ...:
-    :func:`placement.loading.other_document`, :func:`placement.loading.design_document`); else ``None``."""
-    from placement.loading import design_document, other_document
+    :func:`placement.loading.document_kind`); else ``None``."""
+    from placement.loading import document_kind
 
-    if not isinstance(document, dict):
-        return None
-    return (other_document(document) or ("an instance or a model file" if "nodes" in document else None)
-            or design_document(document))
+    return document_kind(document) if isinstance(document, dict) else None
 
 
 def _hold(fh: Any, path: Path, quiet: bool) -> None:

@@ -203,14 +203,13 @@ def _other_document(data: Mapping[str, Any]) -> str | None:
     """What a document without ``layers`` is instead of a network, where its fields say: an instance or a model
     file (its ``nodes``), a plan or another document of this package, or one of the co-design's;
     ``None`` otherwise (a network file that lacks its layers is told so)."""
-    from placement.loading import design_document, named_document, other_document
+    from placement.loading import document_kind, named_document
 
     if data.get("format") == FORMAT:
         return None
     if "layers" in data:   # DeepSpeed parts name their layers too
         return named_document(data)
-    return (other_document(data) or ("an instance or a model file" if "nodes" in data else None)
-            or design_document(data))
+    return document_kind(data)
 
 
 def parse_network(data: Any, name: str = "") -> Network:

@@ -200,13 +200,12 @@ def _other_document(data: dict) -> str | None:
     """What a document that is no catalogue is, where its fields say (an instance or a model file, a plan, a
     co-design document, another document of this package); ``None`` for a catalogue or what may be one (one
     of another version of the format is told so)."""
-    from placement.loading import design_document, other_document
+    from placement.loading import document_kind
 
     kind = data.get("format")
     if isinstance(kind, str) and kind.startswith(CATALOGUE_FORMAT.split("/")[0] + "/"):
         return None
-    other = (other_document(data) or ("an instance or a model file" if "nodes" in data else None)
-             or design_document(data))
+    other = document_kind(data)
     return None if other == "a device catalogue" else other
 
 
