@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from placement.errors import InvalidPlanError
-from placement.io.plans import node_ids, whole_number
+from placement.io.plans import node_ids, positive_count
 from placement.jsonfile import NODE_ID_KEY, json_value_text, refuse_huge_integers, refuse_non_string_keys
 from placement.misspelling import misspelling_message, misspelt_field
 from placement.plan import _ids, typed_sequence
@@ -43,13 +43,6 @@ def _integer(value: object, what: str) -> int:
     if not isinstance(value, numbers.Integral) or is_flag(value):
         raise InvalidPlanError(f"{what} must be an integer, got {type(value).__name__} {value!r}")
     return int(value)
-
-
-def _positive_count(value: object) -> int | None:
-    """A plan file's degree or chunk count ``value`` as a positive integer, read as an ordinary plan file reads
-    a count (:func:`placement.io.plans.whole_number`: ``2.0`` is 2); ``None`` where it is none."""
-    count = whole_number(value)
-    return count if count is not None and count >= 1 else None
 
 
 @dataclass(frozen=True)
@@ -156,7 +149,7 @@ class ParallelPlan:
         schedule = doc.get("schedule", "piper")
         if schedule not in SCHEDULES:
             raise InvalidPlanError(f"unknown schedule {json_value_text(schedule)} (known: {', '.join(SCHEDULES)})")
-        chunks = _positive_count(doc.get("chunks", 1))
+        chunks = positive_count(doc.get("chunks", 1))
         if chunks is None:
             raise InvalidPlanError(f"chunks must be a positive integer, not {json_value_text(doc['chunks'])}")
         if schedule == "interleaved" and "chunks" not in doc:
@@ -179,7 +172,7 @@ class ParallelPlan:
             for key in ("d", "t"):
                 if key not in raw:
                     raise InvalidPlanError(f"{where}: missing field {key!r}")
-                degrees[key] = _positive_count(raw[key])
+                degrees[key] = positive_count(raw[key])
                 if degrees[key] is None:
                     raise InvalidPlanError(f"{where}.{key} must be a positive integer, not {json_value_text(raw[key])}")
             if not isinstance(tmpcs, Mapping) or not all(isinstance(c, str) for c in tmpcs.values()):
