@@ -119,14 +119,27 @@ def lenient_pair() -> dict:
                       {"id": 2, "supportedOnFpga": 1, "fpgaLatency": 0.5, "cpuLatency": 2, "size": 1.23456789e-12}]}
 
 
-def test_the_readme_example_of_a_bound_filled_without_an_exact_unit_runs_as_written(capsys):
+def _run_readme_block(marker: str) -> None:
+    """Run the README's Python block that holds ``marker``, as written."""
     import re
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "0.09999999999999999" in b]
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if marker in b]
     exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+
+
+def test_the_readme_example_of_a_bound_filled_without_an_exact_unit_runs_as_written(capsys):
+    _run_readme_block("0.09999999999999999")
     assert capsys.readouterr().out == "optimal 1.0 [(1,), (2,)]\n"
+
+
+@pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
+def test_the_readme_example_of_sizes_made_in_floating_point_runs_as_written(capsys):
+    """0.30000000000000004 and 0.7 exceed 1.0 as written, and 0.7 and 0.6 do: {0, 2} and {1}, max(4, 1) = 4."""
+    _run_readme_block('"size": 0.1 + 0.2')
+    assert capsys.readouterr().out == "optimal 4.0 [(0, 2), (1,)]\n"
+
 
 def test_a_run_that_admits_every_fit_bounds_where_its_plan_does_not_fit():
     # 1 -> 2 on one accelerator of memory 1 and a CPU; sizes 1 and 1.23456789e-12 (no exact unit), so
