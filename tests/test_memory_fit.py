@@ -396,3 +396,34 @@ def test_sizes_that_exceed_a_bound_only_as_written_are_refused(colour, optimum, 
     assert (result.status, result.value, result.bound) == ("optimal", optimum, optimum), result.message
     assert sorted(sorted(stage.nodes) for stage in result.plan) == devices
     assert placement.solve(_over_by_digits_a_float_hides(colour)).status == "optimal"   # auto
+
+
+def _over_by_less_than_the_rounding() -> dict:
+    """One accelerator of memory 12.1 and a CPU, no edges: node 1 of size 12.1 (10 on the accelerator, 100 on
+    the CPU), nodes 2 and 3 of 3e-19 each (1 on the accelerator, 13 on the CPU). Only node 1 fits the
+    accelerator beside nothing (with node 2 it makes 12.1000000000000000003, over the bound), so the plans are
+    node 1 there and 2, 3 on the CPU (max(10, 26) = 26), or 2 and 3 there and 1 on the CPU (100): the optimum
+    is 26. The sizes and bound share no unit within CP-SAT's limit (10^-19 makes 12.1 a 21-digit integer), so its
+    rows round the exact values down (every plan that fits passes them), and by their rounding every node fits
+    the accelerator beside 12.1: their optimum, all three there (12), {1, 2} (13) and {1, 3} (13) do not fit."""
+    nodes = [{"id": 1, "supportedOnFpga": 1, "fpgaLatency": 10, "cpuLatency": 100, "size": 12.1},
+             {"id": 2, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 13, "size": 3e-19},
+             {"id": 3, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 13, "size": 3e-19}]
+    return {"maxSizePerFPGA": 12.1, "maxFPGAs": 1, "maxCPUs": 1, "edges": [], "nodes": nodes}
+
+
+@pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
+@pytest.mark.parametrize("warm_start", [True, False])
+@pytest.mark.parametrize("contiguity", ["none", "sets", "stages"])
+def test_a_plan_over_its_bound_by_less_than_the_rounding_is_cut_off(contiguity, warm_start):
+    """CP-SAT's optimum on the rounded rows, all three nodes on the accelerator, failed verification: the answer
+    was the start (``feasible``, bound 12) or, without one, ``no_solution``. Each plan over a bound is now cut
+    off (its nodes kept off any one accelerator) and the model solved again: {1, 2, 3}, then {1, 2} and {1, 3}
+    (in some order), then the optimum 26 is proven."""
+    result = placement.solve(_over_by_less_than_the_rounding(), method="milp", backend="cp-sat",
+                             contiguity=contiguity, warm_start=warm_start, time_limit=20)
+    assert (result.status, result.value, result.bound) == ("optimal", 26.0, 26.0), result.message
+    assert sorted(sorted(stage.nodes) for stage in result.plan) == [[1], [2, 3]]
+    assert result.stats["memory_rounded_to_admit"] is True
+    assert 1 <= result.stats["memory_plans_cut"] <= 3
+    assert f"{result.stats['memory_plans_cut']} plan" in result.message

@@ -37,10 +37,11 @@ written, and the binding bounds are whole, where they add up to at most ``2^61``
 gigabytes computed in floating point, such as 0.30000000000000004, need 10^-17); and otherwise in
 integers rounded down from the exact values times a power of two (:func:`_admitting_memory`): the
 rows then admit every plan that fits, so bounds and infeasibility stay proofs, and a plan that fits
-only by the rounding fails verification. (Rounded the other way, sizes up and bounds down, every
-plan found would fit but the model could miss plans that fit, so neither its bound nor an
-infeasibility verdict would be a proof: ``memory_exact`` False, which only values that are not
-finite leave now.)
+only by the rounding fails verification: the throughput models are then solved again with its
+devices' groups kept off every device of their type (:func:`.driver.refitted`). (Rounded the other
+way, sizes up and bounds down, every plan found would fit but the model could miss plans that fit,
+so neither its bound nor an infeasibility verdict would be a proof: ``memory_exact`` False, which
+only values that are not finite leave now.)
 
 Floating-point backends (CBC, SCIP, HiGHS, PuLP) get times and costs multiplied by the power
 of two that brings the largest load into ``[2^9, 2^10)`` (:func:`float_scaling`): exact, and it

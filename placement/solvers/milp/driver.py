@@ -22,10 +22,11 @@ import math
 import time
 from abc import ABC, abstractmethod
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from placement.problem.bounds import lower_bound, meets
 from placement.problem.instance import Instance
+from placement.problem.memory_fit import fits
 from placement.plan import Plan
 from placement.solution import Solution, Status
 from placement.solvers.milp.backends import Backend, OutOfTime, RawResult, SolveOptions, make_backend
@@ -41,6 +42,8 @@ from placement.wording import counted
 #: row exceeds this (:mod:`.data`): the most that CP-SAT's answers are trusted with
 #: (:data:`placement.solvers.milp.backends.cpsat.SAFE_PRODUCT`).
 DEFAULT_MAX_PRODUCT = 2 ** 62
+#: the most times a model whose memory rows admit a plan over a bound is solved again without it (:func:`refitted`)
+MAX_REFITS = 16
 
 
 class Formulation(ABC):
@@ -92,6 +95,12 @@ class Formulation(ABC):
         """A plan a heuristic search finds within about ``seconds``, as a start (the better of it and the
         start in hand is used; sought before the model is built), or ``None`` where the formulation runs none."""
         return None
+
+    def exclude(self, be: Backend, d: GroupData, variables: Any, k: int, groups: Sequence[int]) -> bool:
+        """Add rows that keep ``groups``, whose nodes as written exceed the memory of type ``k`` (position in
+        ``d.types``), off every single device of that type; whether the formulation has such rows. They cut off
+        no plan that fits: a device holding all of ``groups`` holds at least their memory."""
+        return False
 
     #: ask the backend for its full LP relaxation (:attr:`Backend.full_relaxation`)
     full_relaxation: bool = False
@@ -299,6 +308,53 @@ def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], Non
     return raw
 
 
+def over_memory(problem: Instance, d: GroupData, plan: Plan) -> list[tuple[int, tuple[int, ...]]]:
+    """The devices of ``plan`` whose nodes' sizes, as written, exceed their type's memory bound (the evaluator's
+    rule, :func:`placement.problem.memory_fit.fits`): each as its type's position in ``d.types`` and the groups
+    it holds."""
+    group_of = {u: g for g, members in enumerate(d.groups) for u in members}
+    found = []
+    for device in plan.devices:
+        k = type_position(problem, d, device.type)
+        positions = [problem.index_of(node_id) for node_id in device.nodes]
+        if k is not None and not fits([problem.nodes[u].memory for u in positions],
+                                      problem.device_types[d.types[k]].memory):
+            found.append((k, tuple(sorted({group_of[u] for u in positions}))))
+    return found
+
+
+def refitted(formulation: Formulation, problem: Instance, d: GroupData, variables: Any, be: Backend, raw: RawResult,
+             options: SolveOptions, progress: Callable[[str], None] | None, unit: float,
+             fallback: tuple[Plan, float] | None, simple: float) -> tuple[RawResult, int]:
+    """``raw``, or where memory rows rounded to admit every plan that fits (:func:`.data._admitting_memory`)
+    gave a plan with a device over its bound as written (by less than their rounding), the answer of the model
+    solved again with that device's groups kept off every device of its type (:meth:`Formulation.exclude`), up
+    to :data:`MAX_REFITS` times while time is left. The rows still admit every plan that fits, so every bound
+    found (the largest is kept) and an infeasibility stay proofs, and an optimum that fits is the optimum. A
+    solve that ends without a plan leaves the previous answer, with the larger bound. Second: how many plans
+    were cut off."""
+    cut = 0
+    while (cut < MAX_REFITS and raw.status in ("optimal", "feasible") and raw.value is not None
+           and not raw.interrupted and options.left(reserve(options)) > 0):
+        plan = formulation.decode(problem, d, variables, raw.value)
+        over = [] if plan is None else over_memory(problem, d, plan)
+        if not over or not all([formulation.exclude(be, d, variables, k, groups) for k, groups in over]):
+            break
+        cut += 1
+        if progress is not None:
+            progress(f"{be.name}'s plan exceeds a memory bound by less than the rows' rounding: "
+                     "solving again without it")
+        floor = raw.bound
+        again = run_solver(be, options, progress, unit, fallback, simple)
+        if floor is not None and again.bound is not None and again.bound < floor:
+            again = replace(again, bound=floor)
+        if again.status not in ("optimal", "feasible", "infeasible"):
+            found = again.bound if again.bound is not None and floor is not None and again.bound > floor else floor
+            return replace(raw, bound=found), cut
+        raw = again
+    return raw, cut
+
+
 def out_of_time(problem: Instance, method: str, objective: str, contiguity: str, start: float, why: str,
                 warm_start: Plan | None, verify: Callable[[Plan], Verdict], simple_bound: float,
                 bound_name: str = "the instance's lower bound") -> Solution:
@@ -466,6 +522,13 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     if start_bound > 0:
         stats["start_bound"] = start_bound
     raw = run_solver(be, options, progress, 1.0 / d.scaling.scale, fallback, simple)
+    if d.alone:
+        raw, cut = refitted(formulation, problem, d, variables, be, raw, options, progress, 1.0 / d.scaling.scale,
+                            fallback, simple)
+        if cut:
+            stats["memory_plans_cut"] = cut
+            notes.append(f"{counted(cut, 'plan')} over a memory bound by less than the rounding of {be.name}'s memory "
+                         "rows cut off")
     fallback = checked_claim(be, raw, fallback, check, verify, notes)
     ctx = Context(method=f"milp-{be.name}", objective_kind=objective, contiguity=formulation.contiguity,
                   start=start, unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact,

@@ -75,7 +75,7 @@ Measured and not kept, on ResNet-50 inference (1 thread, a loaded 2-core machine
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
@@ -224,6 +224,14 @@ class NoContiguity(Formulation):
         except PlacementError:   # not the two-type model
             return None
         return found.plan if found.status == "feasible" else None
+
+    def exclude(self, be: Backend, d: GroupData, V: AssignmentVars, k: int, groups: Sequence[int]) -> bool:
+        """``Σ_{v ∈ groups} x[v,s] ≤ |groups| − 1`` for every slot ``s`` of type ``k`` that could hold them all
+        (:meth:`.driver.Formulation.exclude`)."""
+        for s in V.slots:
+            if V.kinds[s - 1] == k and all((v, s) in V.free for v in groups):
+                be.add([(1, V.x[v, s]) for v in groups], hi=len(groups) - 1)
+        return True
 
     def extra_rows(self, problem: Instance, d: GroupData, be: Backend, V: AssignmentVars) -> None:
         """Rows a stricter contiguity class adds (none here)."""

@@ -73,7 +73,7 @@ Numbers and statuses: :mod:`.data` (integer scaling for CP-SAT) and :mod:`.outco
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
@@ -130,6 +130,13 @@ class Stages(Formulation):
             slot_rows(be, d, objective, s, lambda v, s=s: _x(z, v, s), y, b, targets)
         minimise(be, targets)
         return _Vars(y, z, b, targets, succ)
+
+    def exclude(self, be: Backend, d: GroupData, V: _Vars, k: int, groups: Sequence[int]) -> bool:
+        """``Σ_{v ∈ groups} x[v,s] + y[s,k] ≤ |groups|`` for every slot ``s`` (:meth:`.driver.Formulation.exclude`;
+        ``x`` as in the module docstring)."""
+        for s in range(1, d.slots + 1):
+            be.add([term for v in groups for term in _x(V.z, v, s)] + [(1, V.y[s, k])], hi=len(groups))
+        return True
 
     def hint(self, problem: Instance, d: GroupData, V: _Vars, plan: Plan,
              objective: str) -> tuple[dict[Any, float] | None, str]:
