@@ -427,3 +427,18 @@ def test_a_plan_over_its_bound_by_less_than_the_rounding_is_cut_off(contiguity, 
     assert result.stats["memory_rounded_to_admit"] is True
     assert 1 <= result.stats["memory_plans_cut"] <= 3
     assert f"{result.stats['memory_plans_cut']} plan" in result.message
+
+
+@pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
+@pytest.mark.parametrize("warm_start", [True, False])
+@pytest.mark.parametrize("calls", [1, 2])
+def test_a_latency_plan_over_its_bound_by_less_than_the_rounding_is_cut_off(calls, warm_start):
+    """The instance of :func:`_over_by_less_than_the_rounding` for one sample: CPU nodes run in parallel, so node 1
+    on the accelerator and 2, 3 on the CPU finish at max(10, 13) = 13, the optimum (2 and 3 there, 1 on the CPU:
+    100). The rounded rows' optimum, all three on the accelerator (12, in one call or two), does not fit, nor do
+    {1, 2} or {1, 3} (13): the answer was the start or ``no_solution`` with the bound 12; each is now cut off."""
+    result = placement.solve(_over_by_less_than_the_rounding(), method="milp", backend="cp-sat", objective="latency",
+                             calls=calls, warm_start=warm_start, time_limit=20)
+    assert (result.status, result.value, result.bound) == ("optimal", 13.0, 13.0), result.message
+    assert [stage.nodes for stage in result.plan] == [(1,), (2, 3)]
+    assert 1 <= result.stats["memory_plans_cut"] <= 3

@@ -323,36 +323,46 @@ def over_memory(problem: Instance, d: GroupData, plan: Plan) -> list[tuple[int, 
     return found
 
 
-def refitted(formulation: Formulation, problem: Instance, d: GroupData, variables: Any, be: Backend, raw: RawResult,
-             options: SolveOptions, progress: Callable[[str], None] | None, unit: float,
-             fallback: tuple[Plan, float] | None, simple: float) -> tuple[RawResult, int]:
+def cut_over_memory(formulation: Formulation, problem: Instance, d: GroupData, variables: Any,
+                    be: Backend) -> Callable[[Callable[[Any], float]], bool]:
+    """For :func:`refitted`: the rows of :meth:`Formulation.exclude` for every device that the plan of the
+    values given puts over its memory bound as written (:func:`over_memory`); whether there was one."""
+    def cut(value: Callable[[Any], float]) -> bool:
+        plan = formulation.decode(problem, d, variables, value)
+        over = [] if plan is None else over_memory(problem, d, plan)
+        return bool(over) and all([formulation.exclude(be, d, variables, k, groups) for k, groups in over])
+    return cut
+
+
+def refitted(be: Backend, raw: RawResult, options: SolveOptions, progress: Callable[[str], None] | None,
+             unit: float, fallback: tuple[Plan, float] | None, simple: float,
+             cut_over: Callable[[Callable[[Any], float]], bool]) -> tuple[RawResult, int]:
     """``raw``, or where memory rows rounded to admit every plan that fits (:func:`.data._admitting_memory`)
     gave a plan with a device over its bound as written (by less than their rounding), the answer of the model
-    solved again with that device's groups kept off every device of its type (:meth:`Formulation.exclude`), up
-    to :data:`MAX_REFITS` times while time is left. The rows still admit every plan that fits, so every bound
-    found (the largest is kept) and an infeasibility stay proofs, and an optimum that fits is the optimum. A
-    solve that ends without a plan leaves the previous answer, with the larger bound. Second: how many plans
-    were cut off."""
+    solved again with that device's groups kept off every device like it (``cut_over`` adds those rows for the
+    plan of the values it is given, and says whether there was such a device), up to :data:`MAX_REFITS` times
+    while time is left. No plan that fits breaks such a row (a device holding all of the groups holds at least
+    their memory), so every bound found (the largest is kept) and an infeasibility stay proofs, and an optimum
+    that fits is the optimum. A solve that ends without a plan leaves the previous answer, with the larger
+    bound. Second: how many plans were cut off."""
     cut = 0
     while (cut < MAX_REFITS and raw.status in ("optimal", "feasible") and raw.value is not None
-           and not raw.interrupted and options.left(reserve(options)) > 0):
-        plan = formulation.decode(problem, d, variables, raw.value)
-        over = [] if plan is None else over_memory(problem, d, plan)
-        if not over or not all([formulation.exclude(be, d, variables, k, groups) for k, groups in over]):
-            break
+           and not raw.interrupted and options.left(reserve(options)) > 0 and cut_over(raw.value)):
         cut += 1
         if progress is not None:
             progress(f"{be.name}'s plan exceeds a memory bound by less than the rows' rounding: "
                      "solving again without it")
-        floor = raw.bound
         again = run_solver(be, options, progress, unit, fallback, simple)
-        if floor is not None and again.bound is not None and again.bound < floor:
-            again = replace(again, bound=floor)
+        bound = max((b for b in (raw.bound, again.bound) if b is not None), default=None)
         if again.status not in ("optimal", "feasible", "infeasible"):
-            found = again.bound if again.bound is not None and floor is not None and again.bound > floor else floor
-            return replace(raw, bound=found), cut
-        raw = again
+            return replace(raw, bound=bound), cut
+        raw = again if again.status == "infeasible" else replace(again, bound=bound)
     return raw, cut
+
+
+def memory_cut_note(cut: int, backend: str) -> str:
+    """What :func:`refitted` did, for a solution's message."""
+    return f"{counted(cut, 'plan')} over a memory bound by less than the rounding of {backend}'s memory rows cut off"
 
 
 def out_of_time(problem: Instance, method: str, objective: str, contiguity: str, start: float, why: str,
@@ -523,12 +533,11 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
         stats["start_bound"] = start_bound
     raw = run_solver(be, options, progress, 1.0 / d.scaling.scale, fallback, simple)
     if d.alone:
-        raw, cut = refitted(formulation, problem, d, variables, be, raw, options, progress, 1.0 / d.scaling.scale,
-                            fallback, simple)
+        raw, cut = refitted(be, raw, options, progress, 1.0 / d.scaling.scale, fallback, simple,
+                            cut_over_memory(formulation, problem, d, variables, be))
         if cut:
             stats["memory_plans_cut"] = cut
-            notes.append(f"{counted(cut, 'plan')} over a memory bound by less than the rounding of {be.name}'s memory "
-                         "rows cut off")
+            notes.append(memory_cut_note(cut, be.name))
     fallback = checked_claim(be, raw, fallback, check, verify, notes)
     ctx = Context(method=f"milp-{be.name}", objective_kind=objective, contiguity=formulation.contiguity,
                   start=start, unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact,

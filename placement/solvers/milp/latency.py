@@ -123,8 +123,8 @@ from placement.solvers.milp.backends import OutOfTime, SolveOptions, make_backen
 from placement.solvers.milp.data import fits_alone
 from placement.solvers.milp.rows import boundary_rows, convexity_rows
 from placement.parameters import stage_count
-from placement.solvers.milp.driver import (DEFAULT_MAX_PRODUCT, checked_claim, data_notes, out_of_time, run_solver,
-                                           skipped, stage_count_verdict, start_from)
+from placement.solvers.milp.driver import (DEFAULT_MAX_PRODUCT, checked_claim, data_notes, memory_cut_note,
+                                           out_of_time, refitted, run_solver, skipped, stage_count_verdict, start_from)
 from placement.solvers.milp.latency_data import LatencyData, cpu_types, prepare_latency
 from placement.solvers.milp.outcome import ADMITTING, Context, Verdict, conclude
 from placement.wording import counted
@@ -306,6 +306,32 @@ def path_floor(problem: Instance, d: LatencyData, q: int) -> float:
     bound = path_bound(problem, fastest, d.p_cpu, [d.m[d.group[i]] for i in range(len(problem.nodes))], cost,
                        max(d.M, default=0.0), q * len(d.acc), q)
     return bound if math.isfinite(bound) else 0.0
+
+
+def _cut_over_memory(problem: Instance, d: LatencyData, V: _Vars, q: int, be: Any,
+                     value: Callable[[Any], float]) -> bool:
+    """For :func:`.driver.refitted`: for every accelerator whose classes (over its calls) ``value`` puts over its
+    memory as written, ``Σ_{v held} Σ_j x[v,a',j] ≤ |held| − 1`` on every accelerator ``a'`` of its type, and for
+    every CPU core over its memory (row 15), ``Σ_{C held} z[C,r'] ≤ |held| − 1`` on every core ``r'``; whether
+    there was one. No plan that fits breaks these rows: a device holding all of them holds their memory."""
+    types = problem.device_types
+    over = False
+    for a in range(len(d.acc)):
+        held = [v for v in range(len(d.classes)) if any(value(V.x[v, a, j]) > 0.5 for j in range(q))]
+        if held and not fits([problem.nodes[i].memory for v in held for i in d.classes[v]], types[d.acc[a]].memory):
+            over = True
+            for other in (b for b in range(len(d.acc)) if d.acc[b] == d.acc[a]):
+                be.add([(1, V.x[v, other, j]) for v in held for j in range(q)], hi=len(held) - 1)
+    if V.z:
+        colours = problem.colour_classes()
+        bound = types[cpu_types(problem)[0]].memory
+        for r in range(d.cores):
+            held = [k for k in range(len(colours)) if (k, r) in V.z and value(V.z[k, r]) > 0.5]
+            if held and not fits([problem.nodes[i].memory for k in held for i in colours[k]], bound):
+                over = True
+                for core in range(d.cores):
+                    be.add([(1, V.z[k, core]) for k in held], hi=len(held) - 1)
+    return over
 
 
 def _decode(problem: Instance, d: LatencyData, V: _Vars, q: int, value: Callable[[Any], float]) -> Plan | None:
@@ -515,6 +541,12 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     if progress is not None and path > 0:
         progress(f"path bound {path:.6g}")
     raw = run_solver(be, options, progress, 1.0 / d.scaling.scale, fallback, simple_bound)
+    if d.alone:
+        raw, cut = refitted(be, raw, options, progress, 1.0 / d.scaling.scale, fallback, simple_bound,
+                            lambda value: _cut_over_memory(problem, d, V, calls, be, value))
+        if cut:
+            stats["memory_plans_cut"] = cut
+            notes.append(memory_cut_note(cut, be.name))
     fallback = checked_claim(be, raw, fallback, check, verify, notes)
     ctx = Context(method=f"milp-{be.name}", objective_kind="latency", contiguity="sets", start=start,
                   unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact, simple_bound=simple_bound,
