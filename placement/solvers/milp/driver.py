@@ -12,6 +12,11 @@ A formulation made with ``stages=N`` has ``N`` slots, every one used
 (:func:`placement.solvers.milp.rows.slot_types`): its plans have exactly ``N``
 non-empty devices. A plan with another number of non-empty devices fails the
 check here (a warm start is then not used; a decoded plan would be an error).
+
+Where CP-SAT's memory rows had to be rounded so that they admit every plan that fits
+(:func:`placement.solvers.milp.data._admitting_memory`), a plan they pass may exceed a bound as
+written by less than their rounding: :func:`refitted` then adds rows that keep that device's groups
+off every device of its type (:meth:`Formulation.exclude`) and solves the model again.
 """
 
 from __future__ import annotations
