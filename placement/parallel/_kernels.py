@@ -306,7 +306,8 @@ def equal_params(items, count, it):
 
 
 def evaluate(what, xb, k, opt, options, cost, sync, ends, ptr, ints, floats, state, kept, cache, stats, config, d, y,
-             bandwidth, speed, capacity, key, target, slack, stage_items, item_costs, equal_params, knapsack):
+             bandwidth, speed, capacity, key, target, slack, types, tau, stage_items, item_costs, equal_params,
+             knapsack):
     """A stage's value for :func:`fill` (the stage ``X`` = bitset ``xb`` at degree index ``k``, data-parallel
     degree ``d`` and ``y`` micro-batches in flight, on devices of ``capacity`` bytes, ``bandwidth`` and
     ``speed``). ``what = 0``: a lower bound at every ``y``, the sum of each node's least contribution;
@@ -319,7 +320,12 @@ def evaluate(what, xb, k, opt, options, cost, sync, ends, ptr, ints, floats, sta
     this stage at the same ``y`` and another ``d``, which stays optimal when the parameter sizes are shared
     (:func:`fill`); ``ints`` = (nodes, count, choice) and ``floats`` the stage's items
     (:func:`stage_items`, :func:`item_costs`). The last four arguments are the helpers it calls
-    (``knapsack``: :func:`knapsack_greedy` in greedy mode, else :func:`knapsack_exact`)."""
+    (``knapsack``: :func:`knapsack_greedy` in greedy mode, else :func:`knapsack_exact`).
+
+    Sizes decided as written (``config[10] > 0``, exact mode; ``types[:, tau]``: the device type's column of
+    :func:`fill`): the knapsack on the widened bound ``types[3, tau]``, which every choice that fits meets, so
+    that its value bounds theirs; where its choice fits as written (:func:`fits_as_written`), that is the value,
+    and otherwise (a choice within the rounding of the bound) :func:`knapsack_written` decides."""
     state[2] = 0
     n = options.shape[0]
     count = ints[1]
@@ -359,7 +365,13 @@ def evaluate(what, xb, k, opt, options, cost, sync, ends, ptr, ints, floats, sta
     cut = target < top
     if cut:   # only a value below the cell's matters
         top = target
-    val = knapsack(count[:built], c_cost[:built], c_mem[:built], capacity, top, choice)
+    if config[10] > 0 and types[4, tau] < INF:   # memory decided on the sizes as written
+        val = knapsack(count[:built], c_cost[:built], c_mem[:built], types[3, tau], top, choice)
+        if val < INF and not fits_as_written(built, ints[0], choice, k, y, opt, types, tau, config[10]):
+            val = knapsack_written(count[:built], c_cost[:built], c_mem[:built], types[3, tau], top, choice,
+                                   ints[0], k, y, opt, types, tau, config[10])
+    else:
+        val = knapsack(count[:built], c_cost[:built], c_mem[:built], capacity, top, choice)
     if val < INF and state[1] != 0:
         kept[key, n] = 1
         for i in range(built):
@@ -370,8 +382,154 @@ def evaluate(what, xb, k, opt, options, cost, sync, ends, ptr, ints, floats, sta
     return val
 
 
+def knapsack_written(count, cost, mem, capacity, ceiling, choice, nodes, k, y, opt, types, tau, shift):
+    """:func:`knapsack_exact` with ``Σ mem ≤`` the bound of type ``tau`` decided on the sizes as written
+    (``capacity`` is that bound widened, which every choice that fits meets in floating point). The sizes as
+    written are whole numbers ``N`` of one unit, split as ``N = hi · 2^shift + lo`` (``opt[4:8, r, k, l]``:
+    ``mem_a``'s ``hi``, ``lo``, then ``mem_b``'s; ``types[4:6, tau]``: the bound's), so that the sums of the
+    ``hi`` and of the ``lo`` parts stay whole numbers below ``2^52`` (:func:`placement.parallel.dp.written_fit`):
+    they, and comparisons of ``hi · 2^shift + lo``, are exact in floating point. Each front point carries its
+    memory so, and a point is dropped only where a point kept before it is no costlier and no larger in that
+    exact memory (decided on the floating-point sums where they are apart by more than ``tol``, beyond their
+    rounding: ``4·(n + 4)·2^-53`` of the capacity); the answer is the least-cost final point that fits as
+    written. The argument of :func:`knapsack_exact` holds with that exact memory: every choice that fits is
+    matched by a final point no costlier that fits. A front kept on floating-point memory alone drops a choice
+    that fits for one that does not where their sums round alike. ``nodes``, ``k``, ``y``: the items' nodes,
+    degree index and micro-batches in flight."""
+    n = count.shape[0]
+    scale = 2.0 ** shift
+    rest_cost = np.empty(n + 1)
+    rest_mem = np.empty(n + 1)
+    rest_cost[n] = 0.0
+    rest_mem[n] = 0.0
+    for i in range(n - 1, -1, -1):
+        mc = INF
+        mm = INF
+        for l in range(count[i]):
+            mc = min(mc, cost[i, l])
+            mm = min(mm, mem[i, l])
+        rest_cost[i] = rest_cost[i + 1] + mc
+        rest_mem[i] = rest_mem[i + 1] + mm
+    if rest_mem[0] > capacity or rest_cost[0] > ceiling:
+        return INF
+    tol = 4.0 * (n + 4) * 1.1102230246251565e-16 * capacity
+    size = 64
+    fc = np.empty(size)
+    fm = np.empty(size)
+    fh = np.empty(size)
+    fl = np.empty(size)
+    back = np.empty(size, dtype=np.int64)
+    opt_ = np.empty(size, dtype=np.int64)
+    start = np.empty(n + 2, dtype=np.int64)
+    start[0] = 0
+    fc[0] = 0.0
+    fm[0] = 0.0
+    fh[0] = 0.0
+    fl[0] = 0.0
+    back[0] = -1
+    opt_[0] = -1
+    start[1] = 1
+    for i in range(n):
+        lo = start[i]
+        hi = start[i + 1]
+        r = nodes[i]
+        m = (hi - lo) * count[i]
+        cc = np.empty(m)
+        cm = np.empty(m)
+        ch = np.empty(m)
+        cl = np.empty(m)
+        cp = np.empty(m, dtype=np.int64)
+        co = np.empty(m, dtype=np.int64)
+        c = 0
+        for p in range(lo, hi):
+            for l in range(count[i]):
+                a = fc[p] + cost[i, l]
+                w = fm[p] + mem[i, l]
+                if w + rest_mem[i + 1] > capacity or a + rest_cost[i + 1] > ceiling:
+                    continue
+                cc[c] = a
+                cm[c] = w
+                ch[c] = fh[p] + opt[4, r, k, l] * y + opt[6, r, k, l]
+                cl[c] = fl[p] + opt[5, r, k, l] * y + opt[7, r, k, l]
+                cp[c] = p
+                co[c] = l
+                c += 1
+        if c == 0:
+            return INF
+        order = stable_order(cm[:c])
+        if hi + c > size:
+            while hi + c > size:
+                size *= 2
+            fc2 = np.empty(size)
+            fm2 = np.empty(size)
+            fh2 = np.empty(size)
+            fl2 = np.empty(size)
+            back2 = np.empty(size, dtype=np.int64)
+            opt2 = np.empty(size, dtype=np.int64)
+            for p in range(hi):   # element by element: numba's slice assignment is slow to compile
+                fc2[p] = fc[p]
+                fm2[p] = fm[p]
+                fh2[p] = fh[p]
+                fl2[p] = fl[p]
+                back2[p] = back[p]
+                opt2[p] = opt_[p]
+            fc, fm, fh, fl, back, opt_ = fc2, fm2, fh2, fl2, back2, opt2
+        end = hi
+        below = hi            # the kept points up to here are below the next candidate's memory by more than tol
+        cheapest = INF        # ... and the least cost among them
+        for j in range(c):
+            a = order[j]
+            while below < end and fm[below] <= cm[a] - tol:
+                cheapest = min(cheapest, fc[below])
+                below += 1
+            if cheapest <= cc[a]:
+                continue   # dominated: a point no costlier and surely smaller in memory
+            dominated = False
+            for p in range(below, end):   # near in memory: decided on the exact sums
+                if fc[p] <= cc[a] and (fh[p] - ch[a]) * scale <= cl[a] - fl[p]:
+                    dominated = True
+                    break
+            if dominated:
+                continue
+            fc[end] = cc[a]
+            fm[end] = cm[a]
+            fh[end] = ch[a]
+            fl[end] = cl[a]
+            back[end] = cp[a]
+            opt_[end] = co[a]
+            end += 1
+        start[i + 2] = end
+    best = -1
+    for p in range(start[n], start[n + 1]):
+        if (best < 0 or fc[p] < fc[best]) and (fh[p] - types[4, tau]) * scale <= types[5, tau] - fl[p]:
+            best = p
+    if best < 0:
+        return INF
+    value = fc[best]
+    p = best
+    for i in range(n - 1, -1, -1):
+        choice[i] = opt_[p]
+        p = back[p]
+    return value
+
+
+def fits_as_written(built, nodes, choice, k, y, opt, types, tau, shift):
+    """Whether the options ``choice`` of the stage's ``built`` nodes (``nodes``) at degree index ``k`` with ``y``
+    micro-batches in flight fit the bound of type ``tau`` on the sizes as written, exactly (the split sizes of
+    :func:`knapsack_written`, summed as it sums them)."""
+    high = 0.0
+    low = 0.0
+    for i in range(built):
+        r = nodes[i]
+        l = choice[i]
+        high += opt[4, r, k, l] * y + opt[6, r, k, l]
+        low += opt[5, r, k, l] * y + opt[7, r, k, l]
+    return (high - types[4, tau]) * 2.0 ** shift <= types[5, tau] - low
+
+
 def no_evaluate(what, xb, k, opt, options, cost, sync, ends, ptr, ints, floats, state, kept, cache, stats, config, d,
-                y, bandwidth, speed, capacity, key, target, slack, stage_items, item_costs, equal_params, knapsack):
+                y, bandwidth, speed, capacity, key, target, slack, types, tau, stage_items, item_costs, equal_params,
+                knapsack):
     """The stand-in for :func:`evaluate` where no stage should need it: sets ``state[3]``, on which the
     fill stops."""
     state[3] = 1
@@ -416,7 +574,8 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     leave a rest of ``+1e-17`` where the exact rest is 0).
     ``lowm[I, k, j]``: Σ over the nodes of ``I`` of their least memory at degree index ``k`` and
     ``y = j`` (suffix schedules) or ``y = m / d`` of pair ``j`` (``gpipe``): a stage whose difference
-    exceeds the capacity fits no choice (past a slack of 1e-9 of ``lowm[I]``: the difference of two
+    exceeds the widened capacity (``types[3, τ]``: the capacity itself, unless its sizes are decided as written)
+    fits no choice (past a slack of 1e-9 of ``lowm[I]``: the difference of two
     sums loses the small sizes beside a large one, 2.5e14 + 1.3 − 2.5e14 being 1.3125). Where every
     node of the stage has options of equal parameter size, the options' costs at another ``d`` are one
     affine map of those at the first (``1/d`` times, plus the same constant per node), so the
@@ -432,7 +591,9 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     larger ``y`` — true when no option's memory per micro-batch is negative; descending: each set's
     subsets in decreasing size, for a pass whose value alone is read; then the stretch ``[lo, hi)`` of the
     sets by size that this call fills: the sets before it filled by earlier calls, on the same ``dp``,
-    ``parent``, ``stats`` and ``has``); ``type_counts`` = (count,
+    ``parent``, ``stats`` and ``has``; then the shift of the sizes as written, 0 where they are not read:
+    :func:`evaluate`); ``types`` = (bytes per device, bandwidth, speed, widened bytes per device, and the
+    bytes as written split as :func:`knapsack_written` reads them) per type; ``type_counts`` = (count,
     stride) per type; ``masks`` = (options missing, options not dominant) per degree index as
     bitsets; ``fsum`` = per-set sums of the dominant options' (time, params, mem_a, mem_b); ``fcut`` =
     an entering edge's term into and out of the stage at its dominant options; ``limits`` = (Σ of
@@ -544,6 +705,7 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
                 state[0] = -1   # the stage's items are built on first use
                 for tau in range(T):
                     capacity = types[0, tau]
+                    wide = types[3, tau]   # the bound that no choice that fits exceeds (fill's docstring)
                     bandwidth = types[1, tau]
                     spd = types[2, tau]
                     mtol = capacity * (1.0 - 1e-12)
@@ -562,6 +724,7 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
                         else:
                             lb = evaluate(0, xb, k, opt, options, cost, sync, ends, ptr, ints, floats, state, kept,
                                           cache, stats, config, d, m // d, bandwidth, spd, capacity, 0, 0.0, slack,
+                                          types, tau,
                                           stage_items, item_costs, equal_params, knapsack)
                             if state[3] != 0:   # given the stub: the caller reruns with the evaluation
                                 stats[4] = 2
@@ -605,15 +768,15 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
                                     above = False
                                     if fast and ca * y + cb <= mtol:
                                         val = lb
-                                    elif lowm[I, k, low] - lowm[J, k, low] > capacity * (1.0 + 1e-9) \
+                                    elif lowm[I, k, low] - lowm[J, k, low] > wide * (1.0 + 1e-9) \
                                             + 1e-9 * lowm[I, k, low]:   # the difference's rounding
                                         val = INF
                                     else:
                                         key = y if suffix else ycap + q
                                         val = evaluate(1, xb, k, opt, options, cost, sync, ends, ptr, ints, floats,
                                                        state, kept, cache, stats, config, d, y, bandwidth, spd,
-                                                       capacity, key, target, slack, stage_items, item_costs,
-                                                       equal_params, knapsack)
+                                                       capacity, key, target, slack, types, tau, stage_items,
+                                                       item_costs, equal_params, knapsack)
                                         if state[3] != 0:
                                             stats[4] = 2
                                             return
@@ -709,7 +872,7 @@ def signature(name: str) -> Any:
     if name != "evaluate":
         return helpers[name]
     return f8(i8, arr(nt.uint64, 1), i8, arr(f8, 4), arr(i8, 2), arr(f8, 1), arr(f8, 4), arr(i8, 2), arr(i8, 2),
-              arr(i8, 2), arr(f8, 3), vec, arr(i8, 2), arr(f8, 2), vec, vec, i8, i8, f8, f8, f8, i8, f8, f8,
+              arr(i8, 2), arr(f8, 3), vec, arr(i8, 2), arr(f8, 2), vec, vec, i8, i8, f8, f8, f8, i8, f8, f8, mat, i8,
               *(nt.FunctionType(helpers[h]) for h in FUNCTIONS[1:]))
 
 
@@ -723,6 +886,9 @@ def compiled_function(kind: str, position: int) -> Any:
     order = None
     if function in (knapsack_greedy, knapsack_exact):
         order = {"first_least": compile_kernel(first_least), "stable_order": compile_kernel(merge_order)}
+    if function is evaluate:
+        order = {"knapsack_written": compile_kernel(knapsack_written, {"stable_order": compile_kernel(merge_order)}),
+                 "fits_as_written": compile_kernel(fits_as_written)}
     return compile_kernel(function, order, signature=signature(FUNCTIONS[position]))
 
 

@@ -84,8 +84,9 @@ def search_time_per_batch(instance: PiperInstance, *, devices: int, memory: floa
                           strict_memory: bool = False) -> BatchSearch:
     """The plan of least time per batch found, the bound ``m·M*`` and whether it is proven optimal
     (module docstring); ``tolerance``: relative slack within which ``T`` meets the bound. ``strict_memory``:
-    the DP's memory bounds, where the memory figures have no unit in which its sums are exact, are narrowed
-    (every plan it finds fits) rather than widened (:func:`placement.parallel.dp.solve_parallel`); ``m·M*``
+    the DP's memory bounds, where the memory figures have no unit in which its sums are exact and do not split
+    into two parts that sum exactly either, are narrowed (every plan it finds fits) rather than widened
+    (:func:`placement.parallel.dp.solve_parallel`); ``m·M*``
     is then no bound on every plan, and only a completed branch and bound proves the plan optimal (or, where it
     finds none, that no plan fits)."""
     m = instance.microbatches_in_batch

@@ -32,6 +32,17 @@ CPU type takes ``t = 1`` only. ``k`` becomes the vector of devices per type, cod
 instance without types is the one-type case, computed by exactly the same operations as before
 types existed (a speed of 1.0 divides exactly).
 
+Memory is decided on the sizes and bounds as written (``docs/piper.md``; 0.2 + 0.1 fits 0.3), as the evaluator
+decides it. Where they are whole numbers of one unit with the whole graph's memory below ``2^53`` in it, the DP
+runs in that unit and its sums are exact (:func:`exact_memory`). Where no such unit exists (17 significant
+digits; sizes in GiB computed from bytes), a stage whose floating-point memory is below its bound narrowed by
+1e-8 fits; one nearer is valued by :func:`placement.parallel._kernels.knapsack_written`, whose choices are
+compared and admitted on their sizes as written, whole numbers of the unit split into two parts whose sums stay
+exact in floating point (:func:`written_fit`): a plan that fills a device exactly is found, and one a unit
+over is refused. Only where even the parts overflow (sizes twenty or more orders of magnitude apart) does the
+DP run on bounds widened by 1e-8 (its optimum bounds every plan's) or narrowed (every plan it admits fits),
+and the evaluator has the last word (:func:`lenient_memory`, :mod:`placement.parallel.solve`).
+
 Speed, all of it exact: the DP first runs over the prefixes of one topological order (a chain:
 ``n + 1`` sets), whose optimum ``c`` is the value of a real plan; the full run then needs no value
 above ``c`` — it skips stages whose time exceeds ``c``, and device counts that leave the rest of
@@ -127,7 +138,8 @@ def exact_memory(types: DeviceTypes, tables: Tables, m: int,
     (0.1 + 0.7 does not fit 0.7999999999999999, as the evaluator finds).
     Where data sum exactly already (bytes), :func:`lenient_memory` changes nothing; where no such
     unit exists, it widens the bounds (narrows them, ``strict``) and the evaluator has the last word: the
-    third value says whether it did."""
+    third value says whether it did (:func:`solve_parallel` then decides on the sizes as written where
+    :func:`written_fit` splits them, and keeps these bounds only where it does not)."""
     bounds = [b for b in types.memory if math.isfinite(b)]
     if not bounds:
         return types, tables, False
@@ -156,6 +168,54 @@ def summed_as_written(mem_a: np.ndarray, mem_b: np.ndarray, bounds: list[float],
     are as written, but 0.05 · 3 + 0.2 · 3 is 0.7500000000000001, and a stage of 0.75 did not fit a device of 0.75."""
     a = list(map(float, mem_a.ravel()))
     return sums_as_written([*a, *(v * most_in_flight for v in a), *map(float, mem_b.ravel()), *bounds])
+
+
+@dataclass(frozen=True)
+class WrittenFit:
+    """The memory figures as written, for a stage's fit decided exactly on floating-point numbers
+    (:func:`placement.parallel._kernels.knapsack_written`): each figure is a whole number ``N`` of a unit in which
+    all are (the least common denominator of their shortest decimal forms), split as ``N = hi · 2^shift + lo``
+    with ``0 ≤ lo < 2^shift``. ``figures[j, r, k, l]``: ``hi``, ``lo`` of ``mem_a`` (``j`` = 0, 1) and of
+    ``mem_b`` (2, 3); ``capacity[:, τ]``: ``hi``, ``lo`` of type ``τ``'s bytes per device (``inf``, 0
+    unbounded); ``wide[τ]``: those bytes widened by :data:`LENIENT`, which every choice that fits meets in floating
+    point."""
+
+    shift: int
+    figures: np.ndarray
+    capacity: np.ndarray
+    wide: tuple[float, ...]
+
+
+def written_fit(types: DeviceTypes, tables: Tables, most_in_flight: int) -> WrittenFit | None:
+    """The :class:`WrittenFit` of ``types`` and ``tables`` (their memory as written, not widened or narrowed),
+    with ``shift`` such that the ``lo`` parts of a stage's memory (at most ``n·(most_in_flight + 1)`` terms) sum
+    below ``2^52``; ``None`` where the ``hi`` parts of the whole graph's largest memory and a capacity's do not
+    stay below ``2^52`` too (no sum is then exact in two parts), or no unit exists (a figure not finite)."""
+    n = len(tables.ids)
+    figures = [*map(float, tables.mem_a.ravel()), *map(float, tables.mem_b.ravel())]
+    bounds = [float(b) for b in types.memory if math.isfinite(b)]
+    if not all(map(math.isfinite, figures)):
+        return None
+    written = {x: as_written(x) for x in {*figures, *bounds}}
+    unit = math.lcm(*(f.denominator for f in written.values()))
+    shift = (2 ** 52 // (n * (most_in_flight + 1) + 1)).bit_length() - 1
+
+    def split(x: float) -> tuple[int, int]:
+        whole = int(written[x] * unit)
+        return whole >> shift, whole - ((whole >> shift) << shift)
+
+    parts = {x: split(x) for x in written}
+    if shift < 1 or any(abs(parts[x][0]) >= 2 ** 52 for x in bounds):
+        return None
+    high = np.vectorize(lambda x: float(parts[float(x)][0]), otypes=[float])
+    low = np.vectorize(lambda x: float(parts[float(x)][1]), otypes=[float])
+    a_high, b_high = high(tables.mem_a), high(tables.mem_b)
+    if float(np.abs(a_high * most_in_flight + np.abs(b_high)).max(axis=(1, 2)).sum()) >= 2 ** 52:
+        return None
+    capacity = np.array([[float(parts[b][0]) if math.isfinite(b) else math.inf for b in types.memory],
+                         [float(parts[b][1]) if math.isfinite(b) else 0.0 for b in types.memory]])
+    return WrittenFit(shift, np.stack([a_high, low(tables.mem_a), b_high, low(tables.mem_b)]), capacity,
+                      tuple(b * (1 + LENIENT) for b in types.memory))
 
 
 def lenient_memory(types: DeviceTypes, tables: Tables, m: int, strict: bool = False) -> DeviceTypes:
@@ -216,8 +276,10 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     best pipeline along one topological order (its pass runs to the end: a chain's sets are one more than its
     nodes), with ``stats["out_of_time"]`` saying
     how far the DP came and ``stats["lower_bound"]`` a bound on every plan: the least device time of all
-    nodes (Σ of the least ``t · time``, at the largest speed) over the devices. ``stats["memory_rounded"]``
-    says whether the memory figures have no exact unit in which the DP's sums fit (:func:`exact_memory`), so
+    nodes (Σ of the least ``t · time``, at the largest speed) over the devices. Where the memory figures have no
+    exact unit in which the DP's sums fit (:func:`exact_memory`), the DP (exact mode) decides memory on the sizes
+    as written, split into two whole parts (:func:`written_fit`; ``stats["memory_as_written"]``): exactly, as
+    the evaluator does. Where they do not split so either, or in greedy mode, ``stats["memory_rounded"]`` says
     that its bounds were widened (the optimum bounds every plan's, but its plan may need the slack) or, with
     ``strict_memory``, narrowed (every plan it admits fits, but it may miss one that fits exactly).
     """
@@ -231,7 +293,11 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     types = device_types(instance, devices, capacity)
     m = instance.microbatches_in_batch
     tables = build_tables(instance) if tables is None else tables
+    written = types
     types, tables, rounded = exact_memory(types, tables, m, strict_memory)
+    fit = written_fit(written, tables, max(m, sum(types.counts) + 1)) if rounded and mode == "exact" else None
+    if fit is not None:   # the narrowed bounds clear a stage; one near a bound is decided on the sizes as written
+        types, rounded = lenient_memory(written, tables, m, strict=True), False
     # the table's least size (below), known before the stage degrees are listed: that loops over every device count
     least = math.prod(min(c, sum(types.counts), m) + 1 for c in types.counts)
     if (len(tables.ids) + 1) * least > MAX_CELLS:
@@ -242,7 +308,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     unplaceable = _node_without_degree(tables, pairs)
     if unplaceable is not None:   # every node sits in some stage: a proof that nothing fits
         return ParallelSolution(math.inf, None, time.perf_counter() - started, {"reason": unplaceable})
-    alone = _node_alone(tables, pairs, types.memory, None if uses_suffix(schedule) else m)
+    alone = _node_alone(tables, pairs, types.memory if fit is None else fit.wide, None if uses_suffix(schedule) else m)
     if alone is not None:   # every node sits in some stage with y ≥ 1: a proof that nothing fits
         return ParallelSolution(math.inf, None, time.perf_counter() - started,
                                 {"reason": f"node {alone} alone exceeds the memory at every allowed degree"})
@@ -265,7 +331,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
         tables = replace(tables, dominant=np.full_like(tables.dominant, -1))
         arrays = _arrays(tables, sets, ys, max(types.speed))
     stats: dict[str, Any] = {"sets": len(sets.size), "degree_pairs": len(pairs), "collapsed": collapsed,
-                             "memory_rounded": rounded}
+                             "memory_rounded": rounded, "memory_as_written": fit is not None}
 
     # Ceilings, each the value of a real plan (Piper's heuristic picks fitting TMPCs): one stage on
     # all nodes, then the pipelines along one topological order.
@@ -285,7 +351,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
         """The chain's DP (its optimum lowers the ceiling), then the DP over every set; ``None`` when a
         pass stopped at ``deadline`` (:func:`time.perf_counter`; the chain's, only before the given one)."""
         chain_dp = _run(kernels, tables, chain, chain_arrays, pairs, cap, codes, width, collapsed, suffix, m, types,
-                        mode, ceiling, deadline if deadline < given_deadline else math.inf, descending=True,
+                        fit, mode, ceiling, deadline if deadline < given_deadline else math.inf, descending=True,
                         tell=_every_second(progress, time.perf_counter(), "DP along one topological order (its "
                                            "plan bounds the DP over the sets)"))
         if chain_dp[3][4]:
@@ -299,7 +365,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
                 shown(done, count)
 
         shown = _every_second(progress, time.perf_counter())
-        full = _run(kernels, tables, sets, arrays, pairs, cap, codes, width, collapsed, suffix, m, types, mode,
+        full = _run(kernels, tables, sets, arrays, pairs, cap, codes, width, collapsed, suffix, m, types, fit, mode,
                     lowered, deadline, tell=tell)
         return None if full[3][4] else (lowered, *full)
 
@@ -316,7 +382,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
             value, k, s = _best(chain_dp, chain.full, codes)
             if math.isfinite(value):
                 plan = _reconstruct(tables, chain, chain_dp, chain_set, chain_q, pairs, k, s, codes, collapsed,
-                                    schedule, m, types, mode, value)
+                                    schedule, m, types, fit, mode, value)
         return ParallelSolution(value, plan, time.perf_counter() - started, stats)
     ceiling, dp, par_set, par_q, counters = found
     stats["chain_value"] = ceiling if math.isfinite(ceiling) else None
@@ -326,8 +392,8 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
         stats["greedy_not_monotone"] = int(counters[3])
     if not math.isfinite(value):
         return ParallelSolution(math.inf, None, time.perf_counter() - started, stats)
-    plan = _reconstruct(tables, sets, dp, par_set, par_q, pairs, k, s, codes, collapsed, schedule, m, types, mode,
-                        value)
+    plan = _reconstruct(tables, sets, dp, par_set, par_q, pairs, k, s, codes, collapsed, schedule, m, types, fit,
+                        mode, value)
     return ParallelSolution(value, plan, time.perf_counter() - started, stats)
 
 
@@ -512,10 +578,13 @@ def fill_stretches(count: int, calls: int = FILL_CALLS) -> list[int]:
 
 
 def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes, width, collapsed, suffix, m,
-         types: DeviceTypes, mode, ceiling, deadline, descending=False, tell: Callable[[int, int], None] | None = None):
+         types: DeviceTypes, fit: WrittenFit | None, mode, ceiling, deadline, descending=False,
+         tell: Callable[[int, int], None] | None = None):
     """One fill over ``sets`` (:func:`placement.parallel._kernels.fill`), in the calls of
     :func:`fill_stretches`; it stops (``counters[4] = 1``) past ``deadline`` (:func:`time.perf_counter`), read
     between calls and, in plain Python, within them; ``tell(done, count)`` hears after each call.
+    ``fit``: the sizes as written, on which a stage near the narrowed bounds ``types.memory`` is decided
+    (:func:`placement.parallel._kernels.evaluate`).
     ``descending``: each set's subsets in decreasing size (its last stage smallest first), for a pass whose
     value alone is read: small stages set low cell values early, which then bound the knapsacks of large
     ones, but ties between plans may fall the other way."""
@@ -526,11 +595,14 @@ def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes
     counters = np.zeros(5, dtype=np.int64)
     digits = codes.digits()
     rising = mode != "greedy" and bool((tables.mem_a >= 0).all())   # exact stage values rise with y
-    config = np.array([cap, width, collapsed, suffix, m, mode == "greedy", rising, descending, 0, 0], dtype=np.int64)
-    kinds = np.array([types.memory, types.bandwidth, types.speed], dtype=np.float64)
+    config = np.array([cap, width, collapsed, suffix, m, mode == "greedy", rising, descending, 0, 0,
+                       0 if fit is None else fit.shift], dtype=np.int64)
+    kinds = _kinds(types, fit)
+    opt, sync, ends, ptr = tables.packed
+    if fit is not None:
+        opt = np.ascontiguousarray(np.concatenate([opt, fit.figures]))
     pair_rows = np.array([[k for _, k, _ in pairs], [d for _, _, d in pairs], [tau for tau, _, _ in pairs]],
                          dtype=np.int64).reshape(3, len(pairs))
-    opt, sync, ends, ptr = tables.packed
     arguments = (np.stack([by_size, sets.size.astype(np.int64)]), sets.bits, np.array(tables.degrees, dtype=np.int64),
                  pair_rows, config, kinds, np.array([codes.bound, codes.stride], dtype=np.int64),
                  np.hstack([digits, digits.sum(axis=1)[:, None]]), np.stack([arrays["missing"], arrays["nondom"]]),
@@ -555,6 +627,14 @@ def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes
     return dp, par_set, par_q, counters
 
 
+def _kinds(types: DeviceTypes, fit: WrittenFit | None) -> np.ndarray:
+    """The device types as :func:`placement.parallel._kernels.fill` reads them: (bytes per device, bandwidth,
+    speed, widened bytes per device) per type, and with ``fit`` the bytes as written split (``fit.capacity``)."""
+    kinds = np.array([types.memory, types.bandwidth, types.speed, types.memory if fit is None else fit.wide],
+                     dtype=np.float64)
+    return kinds if fit is None else np.ascontiguousarray(np.vstack([kinds, fit.capacity]))
+
+
 def _best(dp: np.ndarray, full: int, codes: Codes) -> tuple[float, int, int]:
     """The least value over device counts and degree sums; ties to the fewest devices (then the least
     code: the fewest of the last types), then the least sum."""
@@ -568,10 +648,14 @@ def _best(dp: np.ndarray, full: int, codes: Codes) -> tuple[float, int, int]:
 
 
 def stage_choice(tables: Tables, nodes: list[int], k: int, d: int, y: int, m: int, capacity: float,
-                 bandwidth: float, mode: str, speed: float = 1.0) -> tuple[float, list[int]]:
+                 bandwidth: float, mode: str, speed: float = 1.0, fit: WrittenFit | None = None,
+                 tau: int = 0) -> tuple[float, list[int]]:
     """The stage value and the option of each of ``nodes`` (node numbers, ascending) at degree index
     ``k`` on devices of ``capacity`` bytes, ``bandwidth`` and ``speed``: the dominant options where they
-    all exist and fit, else the knapsack of ``mode``."""
+    all exist and fit, else the knapsack of ``mode``. With ``fit`` (exact mode; ``capacity`` narrowed, type
+    ``tau``), as :func:`placement.parallel._kernels.evaluate` values it: the dominant options where they fit
+    ``capacity``, else the exact knapsack on the widened bound where its choice fits as written, else the one
+    on the sizes as written (:func:`placement.parallel._kernels.knapsack_written`)."""
     n, _, width = tables.time.shape
     if any(tables.options[r, k] == 0 for r in nodes):
         return math.inf, []
@@ -580,23 +664,31 @@ def stage_choice(tables: Tables, nodes: list[int], k: int, d: int, y: int, m: in
     for r in nodes:
         xb[r >> 6] |= np.uint64(1) << np.uint64(r & 63)
     count = np.zeros(n, dtype=np.int64)
+    rows = np.zeros(n, dtype=np.int64)
     buffers = np.zeros((7, n, width))
     opt, sync, ends, ptr = tables.packed
-    items = K.stage_items(xb, k, opt, tables.options, tables.cost, sync, ends, ptr, np.zeros(n, dtype=np.int64),
-                          count, buffers)
+    items = K.stage_items(xb, k, opt, tables.options, tables.cost, sync, ends, ptr, rows, count, buffers)
     K.item_costs(items, count, buffers, d, y, m, bandwidth, speed)
     cost, mem = buffers[5], buffers[6]
     dominant = [int(tables.dominant[r, k]) for r in nodes]
     if all(l >= 0 for l in dominant) and sum(mem[i, l] for i, l in enumerate(dominant)) <= capacity:
         return sum(cost[i, l] for i, l in enumerate(dominant)), dominant
     choice = np.zeros(items, dtype=np.int64)
+    if fit is not None and mode == "exact" and math.isfinite(fit.capacity[0, tau]):
+        bound = np.vstack([np.zeros((4, fit.capacity.shape[1])), fit.capacity])   # rows 4, 5: as the fill's
+        split = np.concatenate([opt, fit.figures])
+        value = K.knapsack_exact(count[:items], cost[:items], mem[:items], fit.wide[tau], math.inf, choice)
+        if value < math.inf and not K.fits_as_written(items, rows, choice, k, y, split, bound, tau, fit.shift):
+            value = K.knapsack_written(count[:items], cost[:items], mem[:items], fit.wide[tau], math.inf, choice, rows,
+                                       k, y, split, bound, tau, fit.shift)
+        return value, choice.tolist()
     knapsack = K.knapsack_greedy if mode == "greedy" else K.knapsack_exact
     value = knapsack(count[:items], cost[:items], mem[:items], capacity, math.inf, choice)
     return value, choice.tolist()
 
 
 def _reconstruct(tables, sets, dp, par_set, par_q, pairs, k, s, codes: Codes, collapsed, schedule, m,
-                 types: DeviceTypes, mode, value) -> ParallelPlan:
+                 types: DeviceTypes, fit: WrittenFit | None, mode, value) -> ParallelPlan:
     stages = []
     current = sets.full
     totals = codes.digits().sum(axis=1)
@@ -609,7 +701,7 @@ def _reconstruct(tables, sets, dp, par_set, par_q, pairs, k, s, codes: Codes, co
         suffix_sum = int(totals[k]) if collapsed else s
         y = in_flight(schedule, suffix_sum, d, m)
         stage_value, choice = stage_choice(tables, nodes, degree_index, d, y, m, types.memory[tau],
-                                           types.bandwidth[tau], mode, types.speed[tau])
+                                           types.bandwidth[tau], mode, types.speed[tau], fit, tau)
         if not stage_value <= value * (1 + 1e-9):   # cannot happen: the table holds this stage's value
             raise AssertionError(f"stage value {stage_value} above the DP's optimum {value}")
         tmpcs = {tables.ids[r]: tables.tmpc_ids[r][degree_index][l] for r, l in zip(nodes, choice)}
