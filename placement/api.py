@@ -109,10 +109,14 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
         from placement.backward_split import SPLIT_OBJECTIVES
         from placement.verification.split import check_split_plan
 
-        check_training(problem)
         # split because the caller asked, or because the plan records a split solve: the refusals name which
         split = ("backward='split'" if "backward" not in taken
                  else "the plan, which was solved with its backward pass split")
+        if "backward" in taken and not problem.is_training:   # the plan's record, not an argument
+            raise InvalidParameterError("plan", "records a split-backward solve, which needs a training instance "
+                                                "(one with backward nodes); this instance has none "
+                                                "(backward='joint' checks the plan's layers only)")
+        check_training(problem)
         if objective not in SPLIT_OBJECTIVES:
             raise InvalidParameterError("objective", f"{objective!r} does not apply to {split} (a split-backward "
                                                      "plan is checked for 'throughput' or 'throughput-gpipe')")

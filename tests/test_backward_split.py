@@ -278,6 +278,22 @@ def test_inference_instance_is_refused() -> None:
                                  "this instance has none")
 
 
+def test_a_split_plan_checked_on_an_inference_instance_is_refused_as_the_plan() -> None:
+    """A split-backward plan checked against an inference instance, no backward= given: the refusal named
+    the parameter backward, which the caller did not pass; the plan's record asked for the split check."""
+    inference = Instance((Node(1, "f", (1.0,)),), (), (DeviceType(ACCELERATOR, 1),))
+    split = placement.solve(two_layers(), backward="split")
+    for plan in (split, split.to_json()):
+        with pytest.raises(InvalidParameterError) as info:
+            placement.verify(inference, plan)
+        assert (info.value.parameter, info.value.detail) == (
+            "plan", "records a split-backward solve, which needs a training instance (one with backward nodes); "
+                    "this instance has none (backward='joint' checks the plan's layers only)")
+    with pytest.raises(InvalidParameterError) as info:   # asked for: the parameter is named
+        placement.verify(inference, {"fpgas": [{"nodes": [1]}]}, backward="split")
+    assert info.value.parameter == "backward"
+
+
 def test_cli_split(tmp_path) -> None:
     path = tmp_path / "two.json"
     path.write_text(json.dumps({"deviceTypes": [{"name": "accelerator", "count": 2, "paysComm": True}], "nodes": [
