@@ -59,6 +59,16 @@ def test_ledger_of_two_stages_by_hand():
     assert off.disagreements == ("stage 1: the ledger's 8.0 (communication 7.0 + compute 1.0) against 8.25 charged",)
 
 
+def test_a_node_listed_twice_is_named_once_with_every_stage_it_is_in():
+    """A node listed twice in one stage read 'node 0 is in stages 0 and 0'; one listed in three stages had
+    a violation for each stage after the first."""
+    twice = ParallelPlan((ParallelStage((0, 0), 2, 1, {0: "x"}), ParallelStage((1,), 1, 2, {1: "x"})), "1f1b")
+    assert placement.verify(two_nodes(), twice).violations == ("node 0 is placed 2 times (stages 0, 0)",)
+    thrice = ParallelPlan((ParallelStage((0,), 1, 1, {0: "x"}), ParallelStage((0, 1), 1, 1, {0: "x", 1: "x"}),
+                           ParallelStage((0,), 1, 1, {0: "x"})), "1f1b")
+    assert placement.verify(two_nodes(), thrice).violations == ("node 0 is placed 3 times (stages 0, 1, 2)",)
+
+
 def agrees_with_the_planner(inst: PiperInstance, schedule: str) -> None:
     result = placement.solve(inst, schedule=schedule)
     if result.plan is None:

@@ -178,18 +178,23 @@ def pipeline_positions(instance: PiperInstance, stages, word: str, violations: l
     """Node id -> the index of its ``word`` (``stage`` or ``chunk``) in ``stages``, in pipeline order; every
     node in exactly one, none empty, and no edge going back to an earlier one, else a violation each."""
     nodes = dict.fromkeys(node.id for node in instance.nodes)   # in the instance's order
-    position: dict[int, int] = {}
+    places: dict[int, list[int]] = {}
     for i, stage in enumerate(stages):
         if not stage.nodes:
             violations.append(f"{word} {i} holds no node")
         for v in stage.nodes:
             if v not in nodes:
                 violations.append(f"{word} {i} holds node {v}, which the instance does not have")
-            elif v in position:
-                violations.append(f"node {v} is in {word}s {position[v]} and {i}")
             else:
-                position[v] = i
-    violations.extend(f"node {v} is in no {word}" for v in nodes if v not in position)
+                places.setdefault(v, []).append(i)
+    position = {v: where[0] for v, where in places.items()}
+    for v in nodes:   # listed twice in one stage too, as an ordinary plan's check says it
+        where = places.get(v, ())
+        if len(where) > 1:
+            shown = ", ".join(map(str, where[:10])) + (f", and {len(where) - 10:,} more" if len(where) > 10 else "")
+            violations.append(f"node {v} is placed {len(where)} times ({word}s {shown})")
+        elif not where:
+            violations.append(f"node {v} is in no {word}")
     for e in instance.edges:
         if e.src in position and e.dst in position and position[e.src] > position[e.dst]:
             violations.append(f"edge {e.src} -> {e.dst} goes from {word} {position[e.src]} back to {word} "
