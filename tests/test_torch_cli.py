@@ -50,6 +50,18 @@ def test_import_writes_an_instance_that_solves(tmp_path, capsys):
     assert [n["name"] for n in json.loads(again.read_text())["nodes"]] == [n["name"] for n in data["nodes"]]
 
 
+def one_layer():
+    """Factory: a single Linear(4, 2), one node and no edge."""
+    return nn.Linear(4, 2).eval(), (torch.randn(3, 4),)
+
+
+def test_import_counts_one_node_in_the_singular(tmp_path, capsys):
+    # it read "1 nodes (1 forward), 0 edges"
+    out = tmp_path / "one.json"
+    assert main(["import", "tests.test_torch_cli:one_layer", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {out}: 1 node (1 forward), 0 edges, ")
+
+
 def test_import_json_is_the_one_document_on_standard_output(tmp_path, capsys):
     """A model file that prints when imported and when its factory runs: with --json, what it prints goes
     to standard error, and standard output is the one JSON document."""

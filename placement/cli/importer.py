@@ -37,6 +37,7 @@ from placement.errors import InvalidInstanceError, InvalidParameterError, Placem
 from placement.io.op_grouping import GRANULARITIES
 from placement.io.opgraph import CostModelWarning, ImportedModel
 from placement.jsonfile import file_stem
+from placement.wording import counted
 
 
 def _dim(text: str) -> tuple[str, int]:
@@ -257,7 +258,8 @@ def run(args: argparse.Namespace) -> int:
                     "accelerator": platform.accelerator.id, "accelerator_memory": platform.accelerator_memory,
                     "cpus": platform.cpus, "cpu": platform.cpu.id})
         return 0
-    print(f"wrote {args.out}: {len(problem.nodes)} nodes ({forward} forward), {len(problem.edges)} edges, "
+    print(f"wrote {args.out}: {counted(len(problem.nodes), 'node')} ({forward} forward), "
+          f"{counted(len(problem.edges), 'edge')}, "
           f"{about['forward_flops']:.6g} forward FLOPs; {platform.accelerators} x {platform.accelerator.id} "
           f"({platform.accelerator_memory:.6g} bytes each), {platform.cpus} x {platform.cpu.id}")
     return 0
