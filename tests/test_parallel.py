@@ -54,6 +54,12 @@ def test_data_parallel_split_by_hand():
     assert result.megatron["expressible"] is False
 
 
+def test_the_summary_of_a_one_node_instance_counts_it_in_the_singular():
+    inst = chain([{1: (tmpc("v", 4),)}])
+    assert format_parallel_result(inst, placement.solve(inst)).splitlines()[0] == (
+        "instance hand: 1 node, 1 device of 100 bytes, 1 micro-batch per batch, schedule piper")
+
+
 def test_exact_knapsack_beats_piper_greedy_by_hand():
     # One device, one stage. Fast TMPCs: memory 10 + 6 = 16 > 11, so 5 bytes must go.
     # Greedy takes the best time per byte first: n0 (5/9 < 3/5) saves 9 -> time 6 + 1 = 7.

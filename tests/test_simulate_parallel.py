@@ -366,7 +366,7 @@ def test_shared_instances_piper_objective(name, degrees):
 # --- errors ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("plan, message", [
-    ([ParallelStage((0,), 1, 1, {0: "x"})], "node 1 is in no stage (1 nodes missing)"),
+    ([ParallelStage((0,), 1, 1, {0: "x"})], "node 1 is in no stage (1 node missing)"),
     ([ParallelStage((0, 1), 1, 1, {0: "x", 1: "x"}), ParallelStage((1,), 1, 1, {1: "x"})],
      "stage 1: node 1 is already in stage 0"),
     ([ParallelStage((1,), 1, 1, {1: "x"}), ParallelStage((0,), 1, 1, {0: "x"})],

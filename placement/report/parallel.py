@@ -24,7 +24,8 @@ def node_ranges(ids) -> str:
 def format_parallel_result(instance: PiperInstance, result: ParallelResult) -> str:
     """The answer as text: a header, the stages (nodes, d, t, how many nodes run a TMPC other than their
     first listed — the JSON names them —, time per sample, memory, micro-batches in flight) and the Megatron-style hand-off."""
-    lines = [f"instance {instance.name or '-'}: {len(instance.nodes)} nodes, {describe(result.devices, result.memory)}, "
+    lines = [f"instance {instance.name or '-'}: {counted(len(instance.nodes), 'node')}, "
+             f"{describe(result.devices, result.memory)}, "
              f"{counted(instance.microbatches_in_batch, 'micro-batch')} per batch, "
              f"schedule {result.schedule}",
              f"status {result.status}" + (f": {result.message}" if result.message else "")]

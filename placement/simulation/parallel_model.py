@@ -162,7 +162,7 @@ def build_layout(instance: PiperInstance, stages: Iterable[SimpleNamespace], chu
             raise InvalidPlanError(f"stage {k}: tmpcs must name one TMPC for each of its nodes and no other")
     missing = [v for v in nodes if v not in stage_of]
     if missing:
-        raise InvalidPlanError(f"node {missing[0]} is in no stage ({len(missing)} nodes missing)")
+        raise InvalidPlanError(f"node {missing[0]} is in no stage ({counted(len(missing), 'node')} missing)")
     for e in instance.edges:
         if stage_of[e.src] > stage_of[e.dst]:
             raise InvalidPlanError(f"edge {e.src} -> {e.dst} goes from stage {stage_of[e.src]} back to stage "
