@@ -571,6 +571,21 @@ def test_a_grid_made_in_code_is_checked_as_a_grid_file_is(values, message):
     assert Grid(((1,), (128, 256), (128,), (1,), (128, 256), (16,))).designs() == load_grid(CHAIN_GRID).designs()
 
 
+def test_a_grid_file_s_whole_numbers_written_as_floats_read_as_integers(tmp_path):
+    # they were refused ("must hold positive integers up to 2^20, got 128.0"), where instance, plan and network
+    # files read 1.0 as 1; a fraction is still refused
+    path = tmp_path / "grid.json"
+    path.write_text(json.dumps({key: [float(v) for v in values] for key, values in CHAIN_GRID.items()}))
+    assert load_grid(str(path)).designs() == load_grid(CHAIN_GRID).designs()
+    assert all(type(v) is int for values in load_grid(str(path)).values[:-1] for v in values)
+    with pytest.raises(InvalidInstanceError) as info:
+        load_grid({**CHAIN_GRID, "array_width": [128, 256.5]})
+    assert str(info.value) == "grid: field 'array_width' must hold positive integers up to 2^20, got 256.5"
+    with pytest.raises(InvalidInstanceError) as info:   # 128 and 128.0 are one value
+        load_grid({**CHAIN_GRID, "array_width": [128, 128.0]})
+    assert str(info.value) == "grid: field 'array_width' repeats a value"
+
+
 def test_a_grid_dict_made_in_code_may_hold_tuples():
     # DEFAULT_GRID itself holds tuples: passed as grid=, it was refused as "must be a non-empty array"
     from placement.codesign.grid import DEFAULT_GRID

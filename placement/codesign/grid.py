@@ -1,8 +1,8 @@
 """The design space: a grid of values per template parameter, and the designs it spans.
 
 A grid file is a JSON object with one array per parameter of :data:`.template.PARAMETERS`
-(positive integers up to 2^20; ``buffer_mb`` numbers from 2^-20, a byte, to 2^20), e.g. the bundled
-``instances/grids/tiny.json``::
+(positive integers up to 2^20, a whole number written as a float, ``64.0``, read as that integer;
+``buffer_mb`` numbers from 2^-20, a byte, to 2^20), e.g. the bundled ``instances/grids/tiny.json``::
 
     {"tensor_cores": [1, 2], "array_width": [64, 128], "array_depth": [128],
      "vector_cores": [1, 8], "vector_lanes": [128], "buffer_mb": [8, 32]}
@@ -104,8 +104,9 @@ def _values(key: str, raw: Any) -> tuple:
     if not isinstance(raw, (list, tuple)) or not raw:
         raise InvalidInstanceError(f"grid: field {key!r} must be a non-empty array")
     for x in raw:
-        whole = isinstance(x, numbers.Integral) and not isinstance(x, bool)
         real = isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+        # a whole number written as a float (64.0) reads as that integer, as in instance and network files
+        whole = real and (isinstance(x, numbers.Integral) or float(x).is_integer())
         if not (whole if key != "buffer_mb" else real) or x < (1 if key != "buffer_mb" else SMALLEST_BUFFER_MB) \
                 or x > 2**20:
             what = "positive integers" if key != "buffer_mb" else "numbers from 2^-20 (a byte)"
