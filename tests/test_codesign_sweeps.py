@@ -536,6 +536,23 @@ def test_sweep_spec_files(tmp_path):
     assert str(caught.value) == f"{spec}: objectives must be one of 'throughput', 'perf-per-watt', not 'energy'"
 
 
+def test_a_sweep_file_s_counts_written_as_whole_floats_read_as_integers(tmp_path):
+    # chips 2.0, random_budget 8.0 and seed 1.0 were refused ("chips must be a positive integer, not 2.0"), where
+    # instance, plan and grid files read 2.0 as 2; read so, a configuration has the id it has with chips 2
+    spec = tmp_path / "spec.json"
+    whole = {"models": ["gnmt-training"], "chips": [1, 2], "budgets": [[606.68, 300]], "random_budget": 8, "seed": 1}
+    spec.write_text(json.dumps({**whole, "chips": [1.0, 2.0], "random_budget": 8.0, "seed": 1.0}))
+    loaded = sweep.load_spec(spec)
+    assert (loaded.chips, loaded.random_budget, loaded.seed) == ((1, 2), 8, 1)
+    assert all(type(k) is int for k in (*loaded.chips, loaded.random_budget, loaded.seed))
+    spec.write_text(json.dumps(whole))
+    assert sweep.configurations(loaded) == sweep.configurations(sweep.load_spec(spec))
+    spec.write_text(json.dumps({**whole, "chips": [1.5]}))
+    with pytest.raises(InvalidInstanceError) as caught:
+        sweep.load_spec(spec)
+    assert str(caught.value) == f"{spec}: chips must be a positive integer, not 1.5"
+
+
 @needs_dask
 def test_plots_of_a_sweep(tmp_path):
     pytest.importorskip("matplotlib")

@@ -152,15 +152,24 @@ def load_spec(path: str | Path) -> SweepSpec:
     fields: dict[str, Any] = {}
     for key, value in data.items():
         if key in ("random_budget", "seed"):
-            fields[key] = value
+            fields[key] = _whole(value)
         elif not isinstance(value, list):
             raise InvalidInstanceError(f"{path}: {key} must be a list, not {json_value_text(value)}")
         else:
-            fields[key] = tuple(tuple(v) if key == "budgets" and isinstance(v, list) else v for v in value)
+            fields[key] = tuple(tuple(v) if key == "budgets" and isinstance(v, list)
+                                else _whole(v) if key == "chips" else v for v in value)
     try:
         return SweepSpec(**fields)
     except InvalidParameterError as exc:
         raise InvalidInstanceError(f"{path}: {exc}") from None
+
+
+def _whole(value: Any) -> Any:
+    """A count a sweep file writes as a whole float (``2.0``) as that integer, as instance and plan files read
+    one; any other value as it is, for :class:`SweepSpec` to check."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2.0 ** 53:
+        return int(value)
+    return value
 
 
 def configurations(spec: SweepSpec) -> list[dict[str, Any]]:
