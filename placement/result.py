@@ -261,12 +261,15 @@ class Result:
 
         refuse_huge_integers(data, InvalidPlanError)   # as a file holding them is refused
         if data.get("format") != PLAN_FORMAT:
-            raise InvalidPlanError(f"not a {PLAN_FORMAT} document (field 'format' is {data.get('format')!r})")
+            found = "it has no field 'format'" if "format" not in data else \
+                f"field 'format' is {json_value_text(data['format'])}"
+            raise InvalidPlanError(f"not a {PLAN_FORMAT} document ({found})")
         try:
             status = Status(data.get("status"))
         except ValueError:
-            raise InvalidPlanError(f"field 'status' must be one of {', '.join(repr(s.value) for s in Status)}, "
-                                   f"not {data.get('status')!r}") from None
+            found = "; it is missing" if "status" not in data else f", not {json_value_text(data['status'])}"
+            raise InvalidPlanError(f"field 'status' must be one of {', '.join(repr(s.value) for s in Status)}"
+                                   f"{found}") from None
         devices = data.get("devices")
         if not isinstance(devices, list):
             raise InvalidPlanError("field 'devices' must be an array")
@@ -275,7 +278,7 @@ class Result:
         kind = data.get("objective_kind", "throughput")
         if kind not in OBJECTIVES:
             raise InvalidPlanError(f"field 'objective_kind' must be one of {', '.join(map(repr, OBJECTIVES))}, "
-                                   f"not {kind!r}")
+                                   f"not {json_value_text(kind)}")
         from placement.io.plans import node_ids, parse_plan, read_overrides, refuse_misspelt_device_fields
 
         refuse_misspelt_device_fields(devices, "devices")
@@ -356,7 +359,7 @@ class Result:
 
 def _require_object(data: Any, where: str) -> None:
     if not isinstance(data, Mapping):
-        raise InvalidPlanError(f"{where} must be a JSON object, got {type(data).__name__}")
+        raise InvalidPlanError(f"{where} must be a JSON object, got {json_type_name(data)}")
 
 
 def _array(data: Mapping[str, Any], key: str, where: str, what: str) -> list:

@@ -685,6 +685,26 @@ def test_result_from_json_needs_the_value_a_plan_claims_and_names_statuses_plain
         placement.Result.from_json(document)
 
 
+def test_result_from_json_names_a_missing_field_and_json_values_as_a_file_writes_them():
+    # they read "not None" for a missing status, "field 'format' is None" for a missing format, and Python's
+    # type names ("got NoneType", "got str") where the other readers name JSON's
+    document = placement.solve(CHAIN4).to_json()
+    cases = [({k: v for k, v in document.items() if k != "status"}, "field 'status' must be one of 'optimal', "
+              "'feasible', 'infeasible', 'no_solution'; it is missing"),
+             ({**document, "status": None}, "field 'status' must be one of 'optimal', 'feasible', 'infeasible', "
+              "'no_solution', not null"),
+             ({"fpgas": []}, "not a placement-plan/1 document (it has no field 'format')"),
+             ({**document, "format": None}, "not a placement-plan/1 document (field 'format' is null)"),
+             ({**document, "objective_kind": None}, "field 'objective_kind' must be one of 'throughput', "
+              "'throughput-gpipe', 'latency', not null"),
+             ({**document, "verified": "yes"}, "verified must be a JSON object, got string"),
+             (None, "the plan must be a JSON object, got null")]
+    for data, message in cases:
+        with pytest.raises(placement.InvalidPlanError) as info:
+            placement.Result.from_json(data)
+        assert str(info.value) == message
+
+
 # ----- verify, simulate, hypar ----------------------------------------------------------------------
 
 def test_verify_accepts_results_plans_documents_and_files(tmp_path):
