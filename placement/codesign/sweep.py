@@ -166,10 +166,11 @@ def load_spec(path: str | Path) -> SweepSpec:
 
 def _whole(value: Any) -> Any:
     """A count a sweep file writes as a whole float (``2.0``) as that integer, as instance and plan files read
-    one; any other value as it is, for :class:`SweepSpec` to check."""
-    if isinstance(value, float) and value.is_integer() and abs(value) <= 2.0 ** 53:
-        return int(value)
-    return value
+    one (:func:`placement.io.plans.whole_number`); any other value as it is, for :class:`SweepSpec` to check."""
+    from placement.io.plans import whole_number
+
+    count = whole_number(value)
+    return value if count is None else count
 
 
 def configurations(spec: SweepSpec) -> list[dict[str, Any]]:
