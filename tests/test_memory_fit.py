@@ -84,17 +84,35 @@ def test_a_block_that_fills_its_bound_exactly_is_used(instance, method):
     assert (result.status, result.value) == ("optimal", 1.0)
 
 
-def test_without_an_exact_unit_the_dp_proves_by_a_run_that_admits_every_fit():
-    # three nodes of a third each: no power of ten or two makes them integers. Two do not fit together
-    # under 0.5, so each of the 2 accelerators holds one and the third runs on the CPU: 10. The DP's
-    # rounded checks (sizes up, bounds down) find it but prove nothing (the simple bound, blind to
-    # memory, is 3 nodes of time 1 over 2 accelerators and a CPU ten times slower, 3/2.1 = 10/7); its
-    # run on memory rounded the other way admits every block that fits, so its optimum, 10, bounds,
-    # and its plan fits: optimal
+def thirds(tiny: bool = False) -> dict:
+    """Three nodes of a third each (1 -> 2 -> 3), 2 accelerators of memory 0.5 and a CPU ten times slower; with
+    ``tiny``, a fourth node of size 1.2345678901234567e-40 and no time, with no edge."""
     instance = two_nodes(1 / 3, 1 / 3, 0.5)
     instance["nodes"].append(dict(instance["nodes"][1], id=3))
     instance["edges"].append({"sourceId": 2, "destId": 3, "cost": 0})
-    result = placement.solve(instance, method="dp")
+    if tiny:
+        instance["nodes"].append(dict(instance["nodes"][1], id=4, fpgaLatency=0, cpuLatency=0,
+                                      size=1.2345678901234567e-40))
+    return instance
+
+
+def test_without_an_exact_unit_below_2_53_the_dp_decides_memory_as_written():
+    # three nodes of a third each: as written, 0.3333333333333333 is a whole number of 10^-16, but the three
+    # make 10^16 of it, past 2^53, and no power of two makes them whole either. Two do not fit together under
+    # 0.5, so each of the 2 accelerators holds one and the third runs on the CPU: 10. The DP holds each size
+    # and bound as two whole parts, hi · 2^shift + lo, whose sums are exact, and proves 10 in one run
+    result = placement.solve(thirds(), method="dp")
+    assert (result.status, result.value, result.bound) == ("optimal", 10.0, 10.0)
+    assert "relaxed_memory_value" not in result.stats
+
+
+def test_where_even_two_parts_overflow_the_dp_proves_by_a_run_that_admits_every_fit():
+    # the instance above with a node of size 1.2345678901234567e-40 and no time beside it (it fits anywhere;
+    # the optimum stays 10): the sizes need a unit of 10^-56, 10^55 of which pass what two parts hold. The
+    # DP's rounded checks (sizes up, bounds down) find 10 but prove nothing (the simple bound, blind to memory,
+    # is 3 nodes of time 1 over 2 accelerators and a CPU ten times slower, 3/2.1 = 10/7); its run on memory
+    # rounded the other way admits every block that fits, so its optimum, 10, bounds, and its plan fits
+    result = placement.solve(thirds(tiny=True), method="dp")
     assert (result.status, result.value, result.bound) == ("optimal", 10.0, 10.0)
     assert result.stats["relaxed_memory_value"] == 10.0
 
@@ -116,7 +134,7 @@ def test_memory_that_fills_its_bound_exactly_without_an_exact_unit():
 def lenient_pair() -> dict:
     return {"maxSizePerFPGA": 1.0, "maxFPGAs": 1, "maxCPUs": 1, "edges": [{"sourceId": 1, "destId": 2, "cost": 0}],
             "nodes": [{"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 100, "size": 1.0},
-                      {"id": 2, "supportedOnFpga": 1, "fpgaLatency": 0.5, "cpuLatency": 2, "size": 1.23456789e-12}]}
+                      {"id": 2, "supportedOnFpga": 1, "fpgaLatency": 0.5, "cpuLatency": 2, "size": 1.23456789e-40}]}
 
 
 def _run_readme_block(marker: str) -> None:
@@ -142,13 +160,13 @@ def test_the_readme_example_of_sizes_made_in_floating_point_runs_as_written(caps
 
 
 def test_a_run_that_admits_every_fit_bounds_where_its_plan_does_not_fit():
-    # 1 -> 2 on one accelerator of memory 1 and a CPU; sizes 1 and 1.23456789e-12 (no exact unit), so
-    # both together exceed the bound by 1.2e-12 of it. Accelerator times 1 and 0.5, CPU times 100 and 2:
-    # both on the accelerator (1.5) do not fit; node 1 there and node 2 on the CPU is the optimum, 2.
-    # The rounded checks refuse node 1 alone (bound a little below 1): node 1 on the CPU, 100. The run
-    # that admits every fit reaches 1.5 with the plan that does not fit: a bound, not a plan. ``auto``
-    # then asks the MILP, which proves 2 (CP-SAT's rows hold the sizes rounded down from their exact values
-    # times 2^58, which still tell the pair's 1.00000000000123456789 from the bound 1).
+    # 1 -> 2 on one accelerator of memory 1 and a CPU; sizes 1 and 1.23456789e-40 (a unit of 10^-48, 10^48
+    # of which not even the DP's two parts hold), so both together exceed the bound by 1.2e-40 of it.
+    # Accelerator times 1 and 0.5, CPU times 100 and 2: both on the accelerator (1.5) do not fit; node 1
+    # there and node 2 on the CPU is the optimum, 2. The rounded checks refuse node 1 alone (bound a little
+    # below 1): node 1 on the CPU, 100. The run that admits every fit reaches 1.5 with the plan that does not
+    # fit: a bound, not a plan. ``auto`` then asks the MILP, which proves 2 (CP-SAT's rows, rounded down from
+    # the exact values times 2^58, admit the pair too; that plan is cut off and the model solved again).
     doc = lenient_pair()
     result = placement.solve(doc, method="dp")
     assert (result.status, result.value, result.bound) == ("feasible", 100.0, 1.5)
@@ -424,9 +442,19 @@ def test_a_plan_over_its_bound_by_less_than_the_rounding_is_cut_off(contiguity, 
                              contiguity=contiguity, warm_start=warm_start, time_limit=20)
     assert (result.status, result.value, result.bound) == ("optimal", 26.0, 26.0), result.message
     assert sorted(sorted(stage.nodes) for stage in result.plan) == [[1], [2, 3]]
-    assert result.stats["memory_rounded_to_admit"] is True
-    assert 1 <= result.stats["memory_plans_cut"] <= 3
-    assert f"{result.stats['memory_plans_cut']} plan" in result.message
+    if not warm_start:   # with it, stages are the DP's, proven before any model is built
+        assert result.stats["memory_rounded_to_admit"] is True
+        assert 1 <= result.stats["memory_plans_cut"] <= 3
+        assert f"{result.stats['memory_plans_cut']} plan" in result.message
+
+
+def test_the_dp_decides_a_bound_a_size_of_3e_19_passes_as_written():
+    """The instance of :func:`_over_by_less_than_the_rounding` by the DP: 12.1 and 3e-19 share no unit in which
+    the sizes sum below 2^53 (10^-19), so its checks rounded, and it found 100 (12.1 alone refused under a bound
+    rounded down) with the bound 12 from a run whose plan did not fit; in two whole parts, 26 is proven."""
+    result = placement.solve(_over_by_less_than_the_rounding(), method="dp")
+    assert (result.status, result.value, result.bound) == ("optimal", 26.0, 26.0), result.message
+    assert sorted(sorted(stage.nodes) for stage in result.plan) == [[1], [2, 3]]
 
 
 @pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")

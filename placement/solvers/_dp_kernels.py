@@ -261,10 +261,10 @@ def family_data(parent, added, values, n_vertices, pred_ptr, pred_idx, touch_ptr
     return sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cut_cost, n
 
 
-def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi, cut_buf, cut_count, cost,
-             max_lo, max_hi, max_buf, order, pos, prev, layer_cap, rest_cap, rest_devices, pmin, pmin_total, full,
-             ceiling, exact, layer_size, popcount, nested, added, reach, touch_ptr, touch_idx, degree, inside, dp,
-             parent, choice, counters, budget):
+def dp_range(lo, hi, bits, comp, unsup, mem, mem_lo, memcap, memcap_lo, mem_scale, pays, cutc, cut_lo, cut_hi,
+             cut_buf, cut_count, cost, max_lo, max_hi, max_buf, order, pos, prev, layer_cap, rest_cap, rest_devices,
+             pmin, pmin_total, full, ceiling, exact, layer_size, popcount, nested, added, reach, touch_ptr, touch_idx,
+             degree, inside, dp, parent, choice, counters, budget):
     """Fill ``dp[:, lo:hi]``, or stop early at an ideal once the ideals filled so far have examined at least
     ``budget`` pairs of the window (``counters[WINDOW]``); returns the first ideal not filled (``hi`` where it
     filled them all, always more than ``lo``). Ideals are indexed in processing order (a linear extension of ⊆).
@@ -273,6 +273,9 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi,
     device counts of layer L (``exact``: on exactly those devices, each block non-empty);
     values ``>= ceiling`` mean "no plan at or below the ceiling".
     ``prev[L, t]``: the layer with one device of type t fewer (-1 if none).
+    Memory: ideal i holds ``mem[i] · mem_scale + mem_lo[i]`` and a device of type t
+    ``memcap[t] · mem_scale + memcap_lo[t]``, whole numbers of one unit split in two parts whose sums are
+    exact (:func:`placement.solvers.dp_table.build_graph`).
     ``order[t]``: ideals sorted by (compute on type t, size); ``pos[t]`` its inverse.
     ``cut_lo[i]:cut_hi[i]`` and ``max_lo[i]:max_hi[i]``: ideal i's cut and maxima (module docstring).
     A layer is skipped for ideal i when the work of i cannot fit its devices, or the work
@@ -379,7 +382,9 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi,
                 counters[SUBSET] += 1
                 if unsup[t, i] != unsup[t, j]:
                     continue
-                if mem[i] - mem[j] > memcap[t]:
+                # the block's memory against the bound, each a whole number written ``hi · mem_scale + lo``
+                # (``lo`` 0 where one part holds it): both differences are exact, and so is the sign of the sum
+                if (mem[i] - mem[j] - memcap[t]) * mem_scale + (mem_lo[i] - mem_lo[j] - memcap_lo[t]) > 0:
                     continue
                 useful = False
                 for r in range(n_rel):

@@ -35,7 +35,7 @@ import numpy as np
 
 from placement.errors import LimitExceededError
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import CLEAR, LENIENT, decimal_unit, which_bind
+from placement.problem.memory_fit import CLEAR, LENIENT, as_written, decimal_unit, which_bind
 from placement.plan import DeviceAssignment, Plan
 from placement.solvers import _dp_kernels as K
 from placement.solvers.ideals import Contraction, csr, edge_positions, sorted_distinct
@@ -51,7 +51,7 @@ class Graph:
     contraction: Contraction
     comp: np.ndarray       # (S, T) compute per type (unsupported nodes contribute 0)
     unsup: np.ndarray      # (S, T) number of nodes unsupported on the type
-    mem: np.ndarray        # (S, 1)
+    mem: np.ndarray        # (S, 1) memory in the unit of memcap; with mem_lo, the high part (mem_scale)
     pmin: np.ndarray       # (S, 1) Σ min_t p_t(v)
     pred_ptr: np.ndarray   # predecessors of each supernode in the contracted graph (CSR)
     pred_idx: np.ndarray
@@ -63,6 +63,11 @@ class Graph:
     pays: np.ndarray
     work_nodes: np.ndarray  # (N, T+1) per node: pmin(v), then p_t(v) (inf if unsupported)
     memory_exact: bool = True  # mem and memcap in a unit where their sums are exact (memory_fit.decimal_unit)
+    #: where one float per size would not sum exactly: sizes and bounds as ``mem · mem_scale + mem_lo``
+    #: (:func:`_split_memory`); else ``mem_lo`` and ``memcap_lo`` 0 and ``mem_scale`` 1
+    mem_lo: np.ndarray | None = None    # (S, 1)
+    memcap_lo: np.ndarray | None = None
+    mem_scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,8 @@ class Layers:
 
 def build_graph(problem: Instance, contraction: Contraction, relaxed_memory: bool = False) -> Graph:
     """The supernode-level arrays of the DP, in numpy operations over the nodes and edges (linear time).
-    Where the memory sizes have no exact unit, ``relaxed_memory`` rounds them the other way
+    Where the memory sizes have no exact unit, they are held in two whole parts (:func:`_split_memory`), and
+    where those overflow too, rounded; ``relaxed_memory`` then rounds them the other way
     (:func:`_rounded_memory`): the DP then admits every block that fits, and some that do not."""
     types = problem.device_types
     nodes = problem.nodes
@@ -109,9 +115,13 @@ def build_graph(problem: Instance, contraction: Contraction, relaxed_memory: boo
     # in an exact unit, a block's memory as a difference of prefix sums is exact (memory_fit)
     scaled_sizes = np.array(sizes, dtype=np.float64) * (unit or 1.0)
     capacity = [t.memory * (unit or 1.0) if b else math.inf for t, b in zip(types, binding_types)]
-    if unit is None:
+    split = None if unit is not None else _split_memory(sizes, capacity, of, size)
+    if unit is None and split is None:
         scaled_sizes, capacity = _rounded_memory(sizes, capacity, total, relaxed_memory)
     mem = per_supernode(scaled_sizes)[:, None]
+    mem_lo, capacity_lo, mem_scale = np.zeros((size, 1)), [0.0] * len(capacity), 1.0
+    if split is not None:
+        (mem, mem_lo), (capacity, capacity_lo), mem_scale = split
     pmin = per_supernode(cheapest)[:, None]
     work_nodes = np.column_stack([cheapest, times])
     # Cost nodes: positive transfer cost and a successor in another supernode; N[u] as supernodes.
@@ -139,12 +149,50 @@ def build_graph(problem: Instance, contraction: Contraction, relaxed_memory: boo
     return Graph(contraction, comp, unsup, mem, pmin, pred_ptr, pred_idx, touch_ptr, touch_idx,
                  groups[eligible].astype(np.int64), out_cost[eligible],
                  np.array(capacity, dtype=np.float64),
-                 np.array([t.pays_comm for t in types], dtype=np.bool_), work_nodes, unit is not None)
+                 np.array([t.pays_comm for t in types], dtype=np.bool_), work_nodes,
+                 unit is not None or split is not None, mem_lo, np.array(capacity_lo, dtype=np.float64), mem_scale)
+
+
+def _split_memory(sizes: list[float], bounds: list[float], of: np.ndarray,
+                  size: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[list[float], list[float]], float] | None:
+    """Memory as written where no unit makes it whole numbers whose sums stay below ``2^53``
+    (:func:`placement.problem.memory_fit.decimal_unit`; sizes of 17 significant digits, GiB computed from bytes):
+    in the least unit in which every size and bound (``bounds``, ``inf`` where it does not bind) is whole as
+    written, each supernode's memory ``N`` (its nodes' summed exactly; supernode of node ``v``: ``of[v]``, of
+    ``size``) and each bound is split as ``hi · 2^shift + lo`` with ``0 ≤ lo < 2^shift``, the least ``shift``
+    that keeps the sum of every ``hi`` below ``2^52``. Every sum and difference of either part over ideals is
+    then exact in floating point, and so is the sign of ``Δhi · 2^shift + Δlo`` (the DP's test,
+    :func:`placement.solvers._dp_kernels.dp_range`): memory is decided as the evaluator decides it. Returns the
+    parts ``(hi, lo)`` per supernode (``(S, 1)`` each), the bounds' ``(hi, lo)`` and ``2^shift``; ``None`` where
+    the ``lo`` parts of ``size`` supernodes could reach ``2^52`` (sizes some 30 orders of magnitude apart)."""
+    finite = [b for b in bounds if math.isfinite(b)]
+    written = [as_written(x) for x in sizes]
+    unit = math.lcm(*(f.denominator for f in written), *(as_written(b).denominator for b in finite))
+    per = [0] * size
+    for v, w in zip(of.tolist(), written):
+        per[v] += int(w * unit)
+    total = sum(per)
+    shift = max(0, total.bit_length() - 52)
+    if (size + 1) << shift >= 2 ** 52:
+        return None
+    hi = np.array([float(w >> shift) for w in per])[:, None]
+    lo = np.array([float(w & ((1 << shift) - 1)) for w in per])[:, None]
+    caps, caps_lo = [], []
+    for b in bounds:
+        whole = int(as_written(b) * unit) if math.isfinite(b) else None
+        if whole is None or whole >= total:   # no set of nodes exceeds it
+            caps.append(math.inf)
+            caps_lo.append(0.0)
+        else:
+            caps.append(float(whole >> shift))
+            caps_lo.append(float(whole & ((1 << shift) - 1)))
+    return (hi, lo), (caps, caps_lo), float(2 ** shift)
 
 
 def _rounded_memory(sizes: list[float], bounds: list[float], total: float,
                     relaxed: bool = False) -> tuple[np.ndarray, list[float]]:
-    """Sizes and bounds where no unit makes them exact integers (:func:`decimal_unit`): in the power of
+    """Sizes and bounds where no unit makes them exact integers (:func:`decimal_unit`), not even in two parts
+    (:func:`_split_memory`): in the power of
     two that brings the total near ``2^52``, sizes rounded up and bounds, less twice
     :data:`placement.problem.memory_fit.CLEAR` of themselves, rounded down. Every sum is then an exact
     integer, and every set of nodes the DP lets a device hold fits it by the model's rule with room
@@ -457,7 +505,8 @@ def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
     store_bits = keep_bits or not nested
     start_compiled = starts_compiled(n, graph, layers, compiled)
     kernels = K.kernels(start_compiled)
-    values = np.hstack([graph.comp, graph.unsup, graph.mem, graph.pmin]).astype(np.float64)
+    mem_lo = np.zeros_like(graph.mem) if graph.mem_lo is None else graph.mem_lo
+    values = np.hstack([graph.comp, graph.unsup, graph.mem, mem_lo, graph.pmin]).astype(np.float64)
     budget = memory_budget()
     fixed = check_memory(n, graph, layers, budget, store_bits)
     sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cutc, done = kernels.family_data(
@@ -470,11 +519,11 @@ def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
                        f" (after {done:,} ideals, their maxima and cuts, the nodes whose outputs cross each "
                        f"ideal, held {int(max_ptr[done] + cut_ptr[done]):,} entries)")
     per_type, unsup = sums[:, :n_types], sums[:, n_types:2 * n_types]
-    mem, pmin = sums[:, 2 * n_types], sums[:, 2 * n_types + 1]
+    mem, mem_lo, pmin = sums[:, 2 * n_types], sums[:, 2 * n_types + 1], sums[:, 2 * n_types + 2]
     # Processing order: by compute on the first type, then size (a linear extension of ⊆).
     order0 = np.lexsort((popcount, per_type[:, 0]))
     bits, popcount, cutc = bits[order0], popcount[order0], cutc[order0]
-    per_type, unsup, mem, pmin = per_type[order0], unsup[order0], mem[order0], pmin[order0]
+    per_type, unsup, mem, mem_lo, pmin = per_type[order0], unsup[order0], mem[order0], mem_lo[order0], pmin[order0]
     cut_lo, cut_hi = cut_ptr[:-1][order0], cut_ptr[1:][order0]
     max_lo, max_hi = max_ptr[:-1][order0], max_ptr[1:][order0]
     order = np.empty((n_types, n), dtype=np.int64)
@@ -489,7 +538,7 @@ def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
                            n=n, bits=bits, popcount=popcount, nested=nested, added=added[order0], reach=reach,
                            prefix=None if store_bits else added, cutc=cutc, cut_lo=cut_lo,
                            cut_hi=cut_hi, cut_buf=cut_buf, cut_count=cut_count, max_lo=max_lo, max_hi=max_hi,
-                           max_buf=max_buf, order=order, pos=pos, mem=mem, pmin=pmin,
+                           max_buf=max_buf, order=order, pos=pos, mem=mem, mem_lo=mem_lo, pmin=pmin,
                            comp_t=np.ascontiguousarray(per_type.T), unsup_t=np.ascontiguousarray(unsup.T))
 
 
@@ -546,18 +595,19 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
         _move_to_compiled(data, run_units(data.comp_t, n_layers, ceiling), progress)
     most = chunk
     pairs = FIRST_PAIRS
+    memcap_lo = np.zeros_like(graph.memcap) if graph.memcap_lo is None else graph.memcap_lo
     lo = 0
     while lo < n:
         hi = min(n, lo + chunk)
         began = time.perf_counter()
         window = int(counters[K.WINDOW])
-        hi = int(data.kernels.dp_range(lo, hi, data.bits, data.comp_t, data.unsup_t, data.mem, graph.memcap,
-                                       graph.pays, data.cutc, data.cut_lo, data.cut_hi, data.cut_buf, data.cut_count,
-                                       graph.cost, data.max_lo, data.max_hi, data.max_buf, data.order, data.pos,
-                                       layers.prev, layer_cap, rest_cap, rest_devices, pmin, pmin_total, full,
-                                       ceiling, stages is not None, size, popcount, data.nested, data.added, data.reach,
-                                       graph.touch_ptr, graph.touch_idx, graph.degree, inside, dp, parent, choice,
-                                       counters, pairs))
+        hi = int(data.kernels.dp_range(lo, hi, data.bits, data.comp_t, data.unsup_t, data.mem, data.mem_lo,
+                                       graph.memcap, memcap_lo, graph.mem_scale, graph.pays, data.cutc, data.cut_lo,
+                                       data.cut_hi, data.cut_buf, data.cut_count, graph.cost, data.max_lo,
+                                       data.max_hi, data.max_buf, data.order, data.pos, layers.prev, layer_cap,
+                                       rest_cap, rest_devices, pmin, pmin_total, full, ceiling, stages is not None,
+                                       size, popcount, data.nested, data.added, data.reach, graph.touch_ptr,
+                                       graph.touch_idx, graph.degree, inside, dp, parent, choice, counters, pairs))
         now = time.perf_counter()
         took = max(now - began, 1e-6)
         # the next chunk: as many ideals as take about CHUNK_S at this chunk's pace (later ideals have more
