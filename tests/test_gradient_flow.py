@@ -406,3 +406,52 @@ def test_an_operand_given_twice_has_a_gradient_through_each_place(form):
     product = [(op, g) for op, g in zip(graph.ops, flow) if op.kind == "matmul"][-1 if form != "parameter" else 0]
     assert product[0].backward_factor(product[1]) == 2.0
     assert product[0].weight_factor(product[1]) == (2.0 if form == "parameter" else 0.0)
+
+
+@pytest.mark.parametrize("form", ["cross-attention", "addmm", "cast bias"])
+def test_a_term_added_to_a_product_is_no_operand_of_it_whatever_computes_it(form):
+    """The bias of ``nn.MultiheadAttention``'s cross-attention projections is a slice of its packed bias, an
+    operator's output computed from parameters alone; ``addmm``'s added term is an activation; a bias cast to
+    another type is a cast of a parameter: each was counted as an operand of the product, a second GEMM. So the
+    key-value projection of a memory that needs no gradient (a model input) was charged 2 × its forward where
+    autograd runs one GEMM, and the query projection's gradient was all weight gradient. Checked against the
+    GEMMs autograd runs (``aten.mm``). ``cross-attention`` (query 2 × 5 × 16 after a linear of 16 on the input,
+    memory 2 × 6 × 16, 2 heads): that linear's weight GEMM (2·10·16·16 = 5,120), the query projection's two,
+    the key-value projection's weight GEMM (2·12·32·16 = 12,288) and the output projection's two: 37,888.
+    ``addmm(h, x, W)`` after a linear of 16 on 8 rows, ``x`` needing none: its weight GEMM (2·8·16·16 = 4,096)
+    and the linear's (4,096): 8,192. The cast bias of a linear on the input: its weight GEMM alone, 4,096."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from torch import nn
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from placement.io.torch_export import export_program, graph_from_program
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Linear(16, 16)
+            self.attn = nn.MultiheadAttention(16, 2, batch_first=True)
+            self.w = nn.Parameter(torch.randn(16, 16) / 4)
+            self.b = nn.Parameter(torch.randn(16, dtype=torch.float64))
+
+        def forward(self, x, memory):
+            if form == "cross-attention":
+                return self.attn(self.q(x), memory, memory, need_weights=False)[0]
+            if form == "addmm":
+                return torch.addmm(self.q(x), x, self.w)
+            return nn.functional.linear(x, self.w, self.b.float())
+
+    torch.manual_seed(0)
+    model = Model()
+    args = (torch.randn(2, 5, 16), torch.randn(2, 6, 16)) if form == "cross-attention" else (
+        torch.randn(8, 16), torch.randn(1))
+    graph = graph_from_program(export_program(model, args), "Model")
+    products = [(op, g) for op, g in zip(graph.ops, gradient_flow(graph)) if op.kind == "matmul"]
+    out = model(*args)
+    with FlopCounterMode(display=False) as counter:
+        out.sum().backward()
+    gemms = counter.get_flop_counts()["Global"][torch.ops.aten.mm]
+    charged = sum(op.backward_flops(g) for op, g in products)
+    assert charged == gemms == {"cross-attention": 37888, "addmm": 8192, "cast bias": 4096}[form]
+    weights = [op.weight_factor(g) for op, g in products]
+    assert weights == {"cross-attention": [1.0, 1.0, 1.0, 1.0], "addmm": [1.0, 1.0], "cast bias": [1.0]}[form]

@@ -977,6 +977,29 @@ def test_a_product_given_one_value_twice_has_a_gradient_through_each_operand():
     assert factors == {"/l/MatMul": (1.0, 1.0), "/gram/MatMul": (2.0, 0.0), "/square/MatMul": (2.0, 2.0)}
 
 
+def test_a_computed_term_added_to_a_product_is_no_operand_of_it():
+    """A Gemm whose C is an activation (``addmm(h, X, W)``) and a MatMul whose Add reads a part of a packed bias
+    (the dynamo exporter's Split of ``nn.MultiheadAttention``'s ``in_proj_bias`` for cross-attention) add those
+    values to their products: with ``X`` needing no gradient, each computes its weight gradient alone, one GEMM,
+    as autograd does. Both were charged a second GEMM, as if the added value were an operand."""
+    from placement.io.opgraph import gradient_flow
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+             for name, shape in (("W1", (4, 4)), ("B1", (4,)), ("W2", (4, 4)), ("W3", (4, 4)), ("packed", (8,)))]
+    split = numpy_helper.from_array(np.array([4, 4], dtype=np.int64), "halves")
+    model = _graph([helper.make_node("Gemm", ["X", "W1", "B1"], ["h"], name="/first/Gemm"),
+                    helper.make_node("Gemm", ["X", "W2", "h"], ["a"], name="/addmm/Gemm"),
+                    helper.make_node("Split", ["packed", "halves"], ["b", "unused"], name="/kv/Split", axis=0),
+                    helper.make_node("MatMul", ["X", "W3"], ["m"], name="/kv/MatMul"),
+                    helper.make_node("Add", ["m", "b"], ["k"], name="/kv/Add")],
+                   [("X", [2, 4])], ["a", "k"], [*inits, split])
+    graph = graph_from_onnx(model)
+    factors = {op.name: (op.backward_factor(g), op.weight_factor(g)) for op, g in zip(graph.ops, gradient_flow(graph))
+               if op.kind == "matmul"}
+    assert factors == {"/first/Gemm": (1.0, 1.0), "/addmm/Gemm": (1.0, 1.0), "/kv/MatMul": (1.0, 1.0)}
+
+
 def test_batch_norm_statistics_are_not_trained():
     """BatchNormalization's inputs 3 and 4 are its running mean and variance: buffers, which the torch
     importer reads as such. Read as trained, they gave a frozen first layer a backward pass and

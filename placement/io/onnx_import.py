@@ -1191,6 +1191,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         reads: list[tuple[int, int]] = []
         used_params: list[Param] = []
         inputs_read: list[str] = []
+        added_reads: list[tuple[int, int] | str] = []   # computed values and model inputs added to a product
         read_bytes = 0.0
         int_read_bytes = 0.0
         # what a matmul or convolution adds to its product (Gemm's C, Conv's B, a fused Add's bias): no operand
@@ -1213,6 +1214,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                 int_read_bytes += info.nbytes
             if t in producers:
                 reads.append(producers[t])
+                if t in added:
+                    added_reads.append(producers[t])
             elif t in derived:   # parameters laid out anew: those parameters, each once
                 held = {p.name for p in used_params}
                 used_params.extend(Param(tied.get(p, p), table[p].nbytes, p not in statistics, t not in added)
@@ -1224,6 +1227,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                 used_params.append(Param(t, info.nbytes, False))
             elif t in graph_inputs:
                 inputs_read.append(t)
+                if t in added:
+                    added_reads.append(t)
             else:   # fusion keeps every value read outside a group its exit's
                 raise AssertionError(f"{name}: {t!r} is read, but no operator writes it")
         named_weights: list[str] = []
@@ -1262,7 +1267,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         ops.append(Op(anchor.name, label, group.kind, anchor.dtype, float(flops), moved, outputs, tuple(reads),
                       tuple(used_params), path, path, operators,
                       tuple(inputs_read), tuple(o is not None and o.floating for o in last.outs),
-                      recurrent=recurrent, state=state, repeated=tuple(repeated)))
+                      recurrent=recurrent, state=state, repeated=tuple(repeated), added=tuple(added_reads)))
         for j, t in enumerate(last.node.output):
             if t:
                 producers[t] = (index, j)

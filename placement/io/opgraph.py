@@ -57,7 +57,9 @@ for a trained layer inside the network; 1 for a layer whose weights are frozen
 (``requires_grad=False``, or buffers: its input gradient alone) and for the first trained layer,
 whose input needs none (its weight gradient alone); at most 2. A trained bias is no operand:
 its gradient, a small reduction, is not charged (a layer that trains its bias alone, its input
-needing no gradient, has factor 0), but the layer's output needs a gradient.
+needing no gradient, has factor 0), but the layer's output needs a gradient. Nor is any other
+term added to the product (``Op.added``: a bias sliced from a packed one or cast, ``addmm``'s
+input): its gradient is the output's.
 
 A recurrent layer's gradient is its GEMMs (:func:`placement.io.layer_gemms.recurrent_gradients`):
 where it trains its weights, one weight gradient per forward GEMM (input, recurrent and
@@ -190,7 +192,9 @@ class Op:
     than once (``h @ h``), once per repetition, named the same way. ``writes`` are the outputs of
     earlier operators it writes into in place ``(producer, output)``, directly or through views of
     them (``out[:, :k] = h``: the slice and ``out`` itself): a value written with one that needs a
-    gradient needs one from then on.
+    gradient needs one from then on. ``added`` are the reads and model inputs that a matmul or convolution
+    adds to its product rather than multiplies (a bias sliced from a packed one, ``addmm``'s input), named as
+    ``state`` is: no operand of a GEMM, whose gradient is the output's.
     ``dtype`` is the data type whose peak times its FLOPs (:func:`typed_integer_operators`: ``None`` as an
     importer writes an operator on integers or booleans alone).
     ``module_path`` are the qualified names of the module calls enclosing
@@ -218,6 +222,7 @@ class Op:
     state: tuple[tuple[int, int] | str, ...] = ()
     repeated: tuple[tuple[int, int] | str, ...] = ()
     writes: tuple[tuple[int, int], ...] = ()
+    added: tuple[tuple[int, int] | str, ...] = ()
 
     @property
     def out_bytes(self) -> float:
@@ -349,11 +354,14 @@ def _flow(graph: OpGraph) -> tuple[tuple[Gradient, ...], list[tuple[bool, ...]]]
         if op.differentiable and op.kind not in NO_GRADIENT_KINDS and any(map(op.output_floating,
                                                                               range(len(op.outputs)))):
             state = set(op.state)    # a recurrent layer's initial state: its own part of the gradient
+            added = set(op.added)    # a term added to a product: no operand of its GEMMs
             needing = [read for read in tensors if needs[read[0]][read[1]]]
+            operands = [read for read in needing if read not in state and read not in added]
             weights = (sum(1 for p in op.params if p.trainable and p.operand and p.name not in state)
-                       + sum(1 for read in needing if data_free[read[0]] and read not in state))
-            activations = (sum(1 for read in needing if not data_free[read[0]] and read not in state)
-                           + sum(1 for name in op.model_inputs if name in grad_inputs and name not in state))
+                       + sum(1 for read in operands if data_free[read[0]]))
+            activations = (sum(1 for read in operands if not data_free[read[0]])
+                           + sum(1 for name in op.model_inputs if name in grad_inputs and name not in state
+                                 and name not in added))
             trained = {p.name for p in op.params if p.trainable and p.operand}
             for again in op.repeated:   # an operand in two places has a gradient through each
                 if isinstance(again, tuple):
@@ -366,8 +374,9 @@ def _flow(graph: OpGraph) -> tuple[tuple[Gradient, ...], list[tuple[bool, ...]]]
             initial = (any(p.trainable and p.name in state for p in op.params)
                        or any(read in state for read in needing)
                        or any(name in grad_inputs and name in state for name in op.model_inputs))
-            gradient = Gradient(activations, weights, any(p.trainable and not p.operand for p in op.params),
-                                state=initial)
+            bias = (any(p.trainable and not p.operand for p in op.params) or any(read in added for read in needing)
+                    or any(name in grad_inputs and name in added for name in op.model_inputs))
+            gradient = Gradient(activations, weights, bias, state=initial)
             if gradient.needed and data_free[-1]:
                 gradient = replace(gradient, weight_only=True)
         else:

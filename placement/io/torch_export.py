@@ -631,6 +631,19 @@ def _added_term(node: Any) -> Any:
     return None
 
 
+def _added_reads(node: Any, reads_of: Callable[[Any], list[tuple[int, int]]],
+                 inputs: Any) -> tuple[tuple[int, int] | str, ...]:
+    """What the FX ``node`` adds to its product where that is no parameter (:func:`_added_term`): the reads of
+    operator outputs (a bias sliced from a packed one, cast, or an activation ``addmm`` adds) or the name of a
+    model input. A parameter added so is a :class:`Param` that is no operand."""
+    term = _added_term(node)
+    if not hasattr(term, "op"):
+        return ()
+    if term.op == "placeholder":
+        return (term.name,) if term.name in inputs else ()
+    return tuple(reads_of(term))
+
+
 def _product_gemms(name: str, tensor_args: list[Any], node_args: tuple) -> list[tuple[int, int, int, int]]:
     """The GEMMs ``(m, n, k, batch)`` of ``addbmm`` (the batched product, summed over the batch:
     ``b`` GEMMs of ``n × m`` by ``m × p``), ``tensordot`` (the free dimensions of each operand by the
@@ -1181,7 +1194,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
                       layer_gemms.recurrent_gradients(_recurrent_gemms(_base(_op_name(node.target)), node.args))
                       if kind == "recurrent" else (),
                       _state_operands(node, reads_of, placeholders) if kind == "recurrent" else (), repeated,
-                      _written_values(node, reads_of)))
+                      _written_values(node, reads_of), _added_reads(node, reads_of, inputs)))
         index_of[node] = len(ops) - 1
 
     names = tuple(sorted(unknown))
