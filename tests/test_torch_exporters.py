@@ -1067,6 +1067,26 @@ def test_uncalled_entries_leave_out_entries_whose_weights_forward_reads_and_mode
     assert [len(m._forward_pre_hooks) for m in (scripted, scripted.b)] == [0, 0]
 
 
+def test_a_quantized_module_is_refused_by_name_with_what_to_plan():
+    """A model after ``torch.ao.quantization.quantize_dynamic`` holds its linears' weights packed in TorchScript
+    objects, which ``torch.export`` does not trace: the refusal quoted torch's AttributeError about
+    ``LinearPackedParamsBase`` lacking ``__obj_flatten__``, which names no module and no way on."""
+    torch = pytest.importorskip("torch")
+    from placement.costmodel.roofline import make_platform
+    from placement.io.torch_export import import_torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).eval()
+    with warnings.catch_warnings():   # quantized tensors are deprecated, and still what users have
+        warnings.simplefilter("ignore")
+        quantized = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    with pytest.raises(InvalidParameterError) as error:
+        import_torch(quantized, (torch.randn(2, 4),), platform=make_platform("h100", "epyc-7763", 2, 0))
+    assert str(error.value) == ("model Sequential cannot be exported: its module '0' is a quantized Linear "
+                                "(torch.ao.nn.quantized.dynamic), whose packed weights torch.export does not trace: "
+                                "plan the floating-point model it was quantized from")
+
+
 def test_a_value_without_gradient_read_by_two_later_stages_is_no_split_for_torchs_pipeline():
     """``k``, computed from a buffer alone, needs no gradient, and ``b``'s and ``c``'s stages both read it: torch's
     ``pipeline()`` marks every floating-point value a training stage sends as needing a gradient and refused this

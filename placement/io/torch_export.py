@@ -411,7 +411,8 @@ def _untraceable(model: Any, first: str) -> str:
     ``momentum=None`` keeps a cumulative average, ``1 / num_batches_tracked``, a value read from a tensor
     (data-dependent); a tensor lifted as a constant of the program is one forward made outside autograd's
     record of the parameters (``.data``); a TorchScript module, the model or a scripted module inside it, is no
-    Python code to trace (torch's advice, a converter to an ``ExportedProgram``, gives no module to plan)."""
+    Python code to trace (torch's advice, a converter to an ``ExportedProgram``, gives no module to plan); a
+    quantized module of ``torch.ao`` holds its weights packed in a TorchScript object, which it does not trace."""
     import torch
 
     if isinstance(model, torch.jit.ScriptModule):
@@ -422,6 +423,13 @@ def _untraceable(model: Any, first: str) -> str:
     if scripted is not None:
         return (f"its module {scripted!r} is a TorchScript module (torch.jit.script), which torch.export does not "
                 "trace: put the nn.Module it was scripted from in its place")
+    packed = next(((name, module) for name, module in model.named_modules() if hasattr(module, "_packed_params")
+                   and type(module).__module__.startswith("torch.ao.nn.quantized")), None)
+    if packed is not None and "quantized" in first:
+        name, module = packed
+        called = f"its module {name!r} is" if name else "it is"
+        return (f"{called} a quantized {type(module).__name__} ({type(module).__module__.split('.modules')[0]}), whose "
+                "packed weights torch.export does not trace: plan the floating-point model it was quantized from")
     if "data-dependent" in first.lower():
         for name, module in model.named_modules():
             if (isinstance(module, torch.nn.modules.batchnorm._NormBase) and module.training
