@@ -516,6 +516,26 @@ def test_a_cpu_stage_between_accelerators_gives_way_to_the_accelerators_alone():
         accelerators_only(big, optimum, "x:2,y:1", objective="throughput", stages=None, time_limit=None)
 
 
+def test_a_gap_too_small_for_two_decimals_is_told_with_its_digits():
+    """a → b → c as above, b taking 1/50,000 on an accelerator: on the accelerators alone the plan is 1.00002
+    against the optimum's 1, a gap of 0.002%, which the warning wrote as "gap 0.00%" beside "not proven
+    optimal", as if the two contradicted each other."""
+    from placement.torch.planning import accelerators_only, unproven_note
+
+    doc = {"maxSizePerFPGA": 10, "maxFPGAs": 2, "maxCPUs": 1,
+           "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": f, "cpuLatency": c, "size": 1}
+                     for i, f, c in ((1, 1, 100), (2, 2e-5, 1), (3, 1, 100))],
+           "edges": [{"sourceId": 1, "destId": 2, "cost": 0}, {"sourceId": 2, "destId": 3, "cost": 0}]}
+    problem = placement.load(doc)
+    found = accelerators_only(problem, placement.solve(problem), "x:2,y:1", objective="throughput", stages=None,
+                              time_limit=None)
+    assert (found.status, found.value, found.bound) == ("feasible", 1.00002, 1.0)
+    assert unproven_note(found, None, "module") == (
+        "the plan is not proven optimal: its largest load is 1.00002, the best lower bound 1 (gap 0.0020%) (the "
+        "optimum (1) runs a CPU stage between accelerator stages, which no pipeline runtime executes: this is the "
+        "best plan on the accelerators alone)")
+
+
 def test_the_plan_on_the_accelerators_alone_keeps_1f1b_s_limit_on_stages():
     """a → b → c as above on three accelerators and a CPU: on the accelerators alone the optimum runs
     each node on its own (100), but 1F1B with 2 micro-batches runs 2 stages at most: b goes with a or c

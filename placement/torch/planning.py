@@ -923,9 +923,11 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
 def unproven_note(result: Any, time_limit: float | None, granularity: str) -> str:
     """What :class:`UnprovenPlanWarning` says of a plan the solver did not prove optimal, and what
     :func:`plan_pipeline`'s caller can change."""
+    from placement.report.table import percent
     from placement.solvers.milp import DEFAULT_TIME_LIMIT
 
-    bound = (f", the best lower bound {result.bound:.6g} (gap {result.gap:.2%})" if result.bound is not None
+    # a gap that two decimals round to 0.00% is given with its digits: beside "not proven optimal" it read as none
+    bound = (f", the best lower bound {result.bound:.6g} (gap {percent(result.gap, 2)})" if result.bound is not None
              and result.gap is not None else "")
     said = f"the plan is not proven optimal: its largest load is {result.value:.6g}{bound}"
     if result.method != "milp":
