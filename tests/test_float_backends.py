@@ -466,25 +466,28 @@ def test_the_latency_model_keeps_a_node_off_a_bound_it_passes_by_less_than_the_r
 
 
 @needs("cp-sat")
-def test_a_pair_over_its_bound_by_less_than_the_rounding_is_refused_honestly():
+def test_a_pair_over_its_bound_by_less_than_the_rounding_is_cut_off():
     """One accelerator of 0.011456090025603771 (the floating-point sum of a and b) and a CPU, no edges: a of
     0.004922650754451752 and b of 0.0065334392711520195 (bytes / 2**30) taking 1 on the accelerator and 10 on the
     CPU, c of 12.100000000000001 (too large for the accelerator) taking 0.5 on the CPU. As written a and b need
     0.0114560900256037715, 5e-19 over the bound, so one of them goes to the CPU: 10.5, the brute force's optimum.
     Exact integers would pass 2^61; the rows, rounded down from the values times 2^55, admit a and b together (2),
-    which verification refuses: no plan without a start, the start (10.5) with one, and the rows' bound (2) holds
-    either way, with the reason said."""
+    which verification refuses: that plan is cut off and the model solved again, which proves 10.5 (before, the
+    answer was no plan without a start, or the start with the rows' bound 2)."""
     doc = {"maxSizePerFPGA": 0.011456090025603771, "maxFPGAs": 1, "maxCPUs": 1, "edges": [],
            "nodes": [{"id": 0, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "size": 0.004922650754451752},
                      {"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10,
                       "size": 0.0065334392711520195},
                      {"id": 2, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 0.5, "size": 12.100000000000001}]}
-    reason = ("cp-sat's memory rows, rounded to admit every plan that fits, pass a device over its bound by less "
-              "than their rounding")
-    bare = placement.solve(doc, method="milp", backend="cp-sat", contiguity="sets", warm_start=False, time_limit=20)
-    assert (bare.status, bare.plan, bare.bound) == ("no_solution", (), 2.0) and reason in bare.message
-    started = placement.solve(doc, method="milp", backend="cp-sat", contiguity="sets", time_limit=20)
-    assert (started.status, started.value, started.bound) == ("feasible", 10.5, 2.0) and reason in started.message
+    for warm_start in (False, True):
+        result = placement.solve(doc, method="milp", backend="cp-sat", contiguity="sets", warm_start=warm_start,
+                                 time_limit=20)
+        assert (result.status, result.value, result.bound) == ("optimal", 10.5, 10.5), result.message
+        assert result.stats["memory_plans_cut"] == 1
+        assert ("1 plan over a memory bound by less than the rounding of cp-sat's memory rows cut off"
+                in result.message)
+
+
 def test_the_latency_model_keeps_a_node_off_a_core_it_passes_by_less_than_the_rounding():
     """The node a of 0.01785638598682726 beside a core of 0.017856385986827258 (one ulp, 2e-18, less) that runs it
     in 1, and two accelerators of 12.11 that run it in 100; b of 12.100000000000001 runs on an accelerator only.
