@@ -851,6 +851,17 @@ def test_choices_alike_in_floating_point_are_compared_as_written():
     assert solve_parallel(instance, compiled=True).value == 5.5
 
 
+def test_a_bound_whose_unit_exceeds_every_float():
+    """A device of 5e-324 bytes (the least float): as written a whole number of 10^-324, a unit whose count
+    exceeds every float, which raised OverflowError. Node 0's fat (time 1, 0.1 · y + 0.2 bytes) does not fit, its
+    thin (time 3, no memory) does, beside node 1 (time 1, no memory): one stage, 4."""
+    instance = chain([{1: (tmpc("fat", 1, a=0.1, b=0.2), tmpc("thin", 3))}, {1: (tmpc("v", 1),)}], memory=5e-324)
+    assert brute_force_parallel(instance)[0] == 4.0
+    result = placement.solve(instance)
+    assert (str(result.status), result.value, result.bound) == ("optimal", 4.0, 4.0)
+    assert dict(result.plan.stages[0].tmpcs) == {0: "thin", 1: "v"}
+
+
 def seventeen_digit_instance(rng) -> PiperInstance:
     """A chain of 3 or 4 nodes with 1 or 2 TMPCs (the second slower and 1 to 3 ulps smaller) of sizes with 17
     digits, m of 1, 2 or 4 and 1 to 3 devices, whose memory is the peak memory as written of one of its plans,

@@ -62,6 +62,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -150,7 +151,7 @@ def exact_memory(types: DeviceTypes, tables: Tables, m: int,
     written = {x: as_written(x) for x in {*map(float, mem_a.ravel()), *map(float, mem_b.ravel()), *bounds}}
     q = math.lcm(*(f.denominator for f in written.values()))
     whole = max(float(np.sum((mem_a * most_in_flight + mem_b).max(axis=(1, 2)))), max(bounds))
-    if not all(map(math.isfinite, written)) or whole * q > EXACT_TOTAL:
+    if not all(map(math.isfinite, written)) or Fraction(whole) * q > EXACT_TOTAL:   # q may exceed every float
         rounded = lenient_memory(types, tables, m, strict)
         return rounded, tables, rounded != types
 
