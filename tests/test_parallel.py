@@ -76,6 +76,23 @@ def test_exact_knapsack_beats_piper_greedy_by_hand():
     assert evaluate_parallel(inst, greedy.plan).value == 7.0
 
 
+def test_piper_greedy_decides_memory_without_a_slack_in_bytes():
+    """Nodes 0 -> 1 (transfer 1), m = 2, two devices of 1e-18 bytes. Node 0: v (time 2, 5.7897816145904855e-19
+    bytes); node 1: fast (time 2, as much) and slow (time 10, 1e-20). Two stages of one device: 2 + 2 · 1 = 4 each;
+    one stage on two replicas: with fast (2 + 2) / 2 = 2 but 1.16e-18 bytes, over the bound; with slow (2 + 10) / 2
+    = 6. Piper's greedy let a choice within 1e-9 bytes of the bound pass for one that fits: as the DP's ceiling, 2
+    hid every plan and the instance was called infeasible; as Piper's value, its plan failed the check."""
+    size = 5.7897816145904855e-19
+    inst = chain([{1: (tmpc("v", 2, b=size),)}, {1: (tmpc("fast", 2, b=size), tmpc("slow", 10, b=1e-20))}],
+                 cost=1.0, devices=2, memory=1e-18, microbatches=2)
+    assert brute_force_parallel(inst)[0] == 4.0
+    result = placement.solve(inst)
+    assert (str(result.status), result.value, result.bound) == ("optimal", 4.0, 4.0)
+    assert [(s.nodes, s.d, dict(s.tmpcs)) for s in result.plan.stages] == [((0,), 1, {0: "v"}), ((1,), 1, {1: "fast"})]
+    greedy = piper_value(inst)
+    assert greedy.value == 4.0 and evaluate_parallel(inst, greedy.plan).ok
+
+
 def test_schedule_memory_by_hand():
     # a -> b, time 2 each, activation memory 1 per micro-batch each, m = 4, 2 devices, 3 bytes.
     # 1f1b: one stage d=2 holds ⌈2/2⌉ = 1 micro-batch: memory 2 ≤ 3, time 4/2 = 2 (two stages d=1 also 2).

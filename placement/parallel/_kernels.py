@@ -194,8 +194,10 @@ def knapsack_greedy(count, cost, mem, capacity, ceiling, choice):
     until the memory fits. Fills ``choice``; ``cost`` is Piper's time-per-sample contribution.
     The swaps are ranked against the fastest options, so a second swap of one node can give back
     memory the first saved: a choice that still does not fit when the swaps run out is ``inf`` (no
-    plan), never a value. ``ceiling`` is not read (the signature is :func:`knapsack_exact`'s, so
-    either is the fill's ``knapsack``)."""
+    plan), never a value. Whether a choice fits is decided on its sum taken afresh, against ``capacity``
+    itself: no slack in bytes, which beside sizes of 1e-18 would admit a choice over the bound (and, as the
+    DP's ceiling, hide every plan that fits). ``ceiling`` is not read (the signature is
+    :func:`knapsack_exact`'s, so either is the fill's ``knapsack``)."""
     n = count.shape[0]
     total = 0.0
     for i in range(n):
@@ -212,6 +214,7 @@ def knapsack_greedy(count, cost, mem, capacity, ceiling, choice):
     if lowest > capacity:
         return INF
     shave = total - capacity
+    tol = 1e-9 * total   # beyond the rounding of the running difference below
     m = 0
     for i in range(n):
         m += count[i]
@@ -222,7 +225,7 @@ def knapsack_greedy(count, cost, mem, capacity, ceiling, choice):
     for i in range(n):
         for l in range(count[i]):
             saving = mem[i, choice[i]] - mem[i, l]
-            if saving > 1e-9:
+            if saving > 0.0:
                 ratio[k] = (cost[i, l] - cost[i, choice[i]]) / saving
                 who[k] = i
                 which[k] = l
@@ -233,15 +236,16 @@ def knapsack_greedy(count, cost, mem, capacity, ceiling, choice):
         l = which[order[j]]
         shave -= mem[i, choice[i]] - mem[i, l]
         choice[i] = l
-        if shave < 1e-9:
+        if shave < tol:
             # the running difference loses the small sizes beside a large one (1e15 + 1.3 − 1e15 is 1.25):
             # the swaps stop only where the sum of the sizes chosen, taken afresh, fits
-            shave = -capacity
+            fresh = 0.0
             for r in range(n):
-                shave += mem[r, choice[r]]
-            if shave < 1e-9:
+                fresh += mem[r, choice[r]]
+            shave = fresh - capacity   # of the sign of the comparison (a difference of floats is exact in sign)
+            if fresh <= capacity:
                 break
-    if shave >= 1e-9:
+    if shave > 0.0:   # taken afresh, or above the rounding
         return INF
     value = 0.0
     for i in range(n):
