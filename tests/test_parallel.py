@@ -571,25 +571,28 @@ def test_the_set_limit_of_a_piper_instance_speaks_of_its_graph(tmp_path, capsys)
 
 def two_sized_nodes(sizes: tuple[float, float], memory: float, unsplit: bool = False) -> PiperInstance:
     """Two unconnected nodes of 1 each, memoryUsageB the two sizes, one device of ``memory``, m = 1 (``unsplit``:
-    beside_a_huge_size)."""
+    beside_a_tiny_size)."""
     data = {"maxDevices": 1, "maxMemoryPerDevice": memory, "bandwidth": 1, "mbsInBatch": 1,
             "nodes": [{"id": k, "TMPCs": {"1": [{"id": "v", "timePerSample": 1, "parameterSize": 0,
                                                  "memoryUsageA": 0, "memoryUsageB": size,
                                                  "syncTimeFw": {}, "syncTimeBw": {}}]}}
                       for k, size in enumerate(sizes)],
             "edges": []}
-    return parse_piper(beside_a_huge_size(data) if unsplit else data)
+    return parse_piper(beside_a_tiny_size(data) if unsplit else data)
 
 
-def beside_a_huge_size(data: dict) -> dict:
-    """``data`` with node 0 given a second TMPC at each degree, slower by 1 and of 1e30 bytes (which no device
-    holds): its plans and values are those of ``data``, but no unit holds 1e30 and sizes of 16 or 17 digits in
-    whole numbers whose sums split into two parts below 2^52 (placement.parallel.dp.written_fit), so the DP runs on
-    bounds widened (and, where its plan needs that slack, narrowed) by 1e-8."""
+def beside_a_tiny_size(data: dict) -> dict:
+    """``data`` with node 0 given a second TMPC at each degree, slower by 1 and 1.2345678901234567e-25 bytes
+    larger (in its memoryUsageA or memoryUsageB, whichever is 0): its plans and values are those of ``data``, but
+    no unit holds 1.2345678901234567e-25 and sizes of 16 or 17 digits in whole numbers whose sums split into two
+    parts below 2^52 (placement.parallel.dp.written_fit), so the DP runs on bounds widened (and, where its plan
+    needs that slack, narrowed) by 1e-8."""
     node = data["nodes"][0]
     for tmpcs in node["TMPCs"].values():
-        tmpcs.append({**tmpcs[0], "id": "huge", "timePerSample": tmpcs[0]["timePerSample"] + 1, "memoryUsageA": 0,
-                      "memoryUsageB": 1e30})
+        field = "memoryUsageA" if tmpcs[0]["memoryUsageA"] == 0 else "memoryUsageB"
+        assert tmpcs[0][field] == 0
+        tmpcs.append({**tmpcs[0], "id": "tiny", "timePerSample": tmpcs[0]["timePerSample"] + 1,
+                      field: 1.2345678901234567e-25})
     return data
 
 
@@ -616,7 +619,7 @@ def test_sizes_left_by_floating_point_arithmetic_are_summed_as_written():
     0.9000000000000001. On one device no plan fits, and the check says by how much. On two (node 0 -> 1, transfer
     0.5, m = 2): one stage of both on two replicas, 2 / 2 = 1, does not fit; two stages, 1 + 2 · 0.5 = 2, do.
     The DP took floating-point sums for exact, its one stage failed the check, and it answered no_solution; beside
-    a huge size (no split of the sizes into exact parts) it runs on widened and narrowed bounds, finds the two
+    a tiny size (no split of the sizes into exact parts) it runs on widened and narrowed bounds, finds the two
     stages, and bounds the optimum by the widened run's 1."""
     over = two_sized_nodes((0.1 + 0.2, 0.2 + 0.4), 0.9000000000000001, unsplit=True)
     assert brute_force_parallel(over)[0] == math.inf
@@ -629,7 +632,7 @@ def test_sizes_left_by_floating_point_arithmetic_are_summed_as_written():
         return {"id": "v", "timePerSample": 1, "parameterSize": 0, "memoryUsageA": 0, "memoryUsageB": size,
                 "syncTimeFw": {"0": 0} if k == 1 else {}, "syncTimeBw": {"1": 0} if k == 0 else {}}
 
-    pair = parse_piper(beside_a_huge_size({
+    pair = parse_piper(beside_a_tiny_size({
         "maxDevices": 2, "maxMemoryPerDevice": 0.9000000000000001, "bandwidth": 1, "mbsInBatch": 2,
         "nodes": [{"id": k, "TMPCs": {"1": [tmpc(k, size)]}} for k, size in enumerate((0.1 + 0.2, 0.2 + 0.4))],
         "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 0.5}]}))
@@ -716,7 +719,7 @@ def fast_at_two(fast: float, devices: int = 2, unsplit: bool = False) -> PiperIn
     """Nodes 0 → 1, m = 2, ``devices`` devices of 0.7999999999999999 bytes; memoryUsageA 0.1 and 0.7 (per
     micro-batch in flight), time per sample 1 at t = 1 and ``fast`` at t = 2, no communication. The unit in
     which the sizes are whole, 10^-16, holds the most in flight (3 · 0.8 = 2.4) in 2.4e16 > 2^53 units: no
-    exact unit (``unsplit``: beside_a_huge_size, and the DP's memory bounds are widened by 1e-8)."""
+    exact unit (``unsplit``: beside_a_tiny_size, and the DP's memory bounds are widened by 1e-8)."""
     def tmpc(time, size, fw, bw):
         return {"id": "a", "timePerSample": time, "parameterSize": 0, "memoryUsageA": size, "memoryUsageB": 0,
                 "syncTimeFw": fw, "syncTimeBw": bw}
@@ -725,7 +728,7 @@ def fast_at_two(fast: float, devices: int = 2, unsplit: bool = False) -> PiperIn
             "nodes": [{"id": k, "TMPCs": {"1": [tmpc(1, size, *sync)], "2": [tmpc(fast, size, *sync)]}}
                       for k, (size, sync) in enumerate(((0.1, ({}, {"1": 0})), (0.7, ({"0": 0}, {}))))],
             "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 0}]}
-    return parse_piper(beside_a_huge_size(data) if unsplit else data)
+    return parse_piper(beside_a_tiny_size(data) if unsplit else data)
 
 
 def test_a_plan_that_needs_the_widened_memory_is_replaced_by_one_that_fits():
@@ -756,7 +759,7 @@ def test_a_plan_that_needs_the_widened_memory_is_replaced_by_one_that_fits():
 
 def chain_after_two(fast: float, unsplit: bool = False) -> PiperInstance:
     """fast_at_two(fast) followed by a chain of 7 nodes of no time and no memory: 9 nodes, past the branch and
-    bound of the time-per-batch search, with the plans and times of fast_at_two (``unsplit``: beside_a_huge_size)."""
+    bound of the time-per-batch search, with the plans and times of fast_at_two (``unsplit``: beside_a_tiny_size)."""
     def tmpc(time, size, k):
         return {"id": "a", "timePerSample": time, "parameterSize": 0, "memoryUsageA": size, "memoryUsageB": 0,
                 "syncTimeFw": {str(k - 1): 0} if k else {}, "syncTimeBw": {str(k + 1): 0} if k < 8 else {}}
@@ -766,7 +769,7 @@ def chain_after_two(fast: float, unsplit: bool = False) -> PiperInstance:
             "nodes": [{"id": k, "TMPCs": {"1": [tmpc(one, size, k)], "2": [tmpc(two, size, k)]}}
                       for k, (one, two, size) in enumerate(times)],
             "edges": [{"sourceId": k, "destId": k + 1, "communicationCost": 0} for k in range(8)]}
-    return parse_piper(beside_a_huge_size(data) if unsplit else data)
+    return parse_piper(beside_a_tiny_size(data) if unsplit else data)
 
 
 def test_a_time_per_batch_plan_that_needs_the_widened_memory_is_replaced_by_one_that_fits():
@@ -819,7 +822,7 @@ def test_memory_without_an_exact_unit_is_decided_as_written():
     the narrowed one missed a and slow, which fill the device exactly: no_solution with the bound 2, where the
     optimum is 3. Their sizes as written, whole numbers of 10^-17 split into two parts whose sums stay below 2^52,
     now decide each stage near a bound exactly: optimal 3 (plain Python and compiled alike). The instances of
-    beside_a_huge_size without that size: fast_at_two(0.4) is optimal (1, the two stages), infeasible on one
+    beside_a_tiny_size without that size: fast_at_two(0.4) is optimal (1, the two stages), infeasible on one
     device, and infeasible under GPipe for the time per batch (past the branch and bound, chain_after_two); 1F1B's
     time per batch past it is bounded by m·M* = 2 · 1, M* now the exact optimum."""
     instance = fills_at_one_ulp()
@@ -843,6 +846,27 @@ def test_memory_without_an_exact_unit_is_decided_as_written():
     assert (str(result.status), result.plan, result.bound) == ("infeasible", None, math.inf)
     over = two_sized_nodes((0.1 + 0.2, 0.2 + 0.4), 0.9000000000000001)
     assert str(placement.solve(over).status) == "infeasible"
+
+
+def test_a_size_that_fits_no_device_leaves_the_others_decided_as_written():
+    """fills_at_one_ulp with node 0 given a TMPC of 1e30 bytes (time 2), which no device holds: counted in the unit
+    of the 17-digit sizes (10^-17) it overflowed the two parts, so the DP ran on widened bounds (a and fast, 2, which
+    the evaluator refused), then on narrowed ones, which miss a and slow: no_solution, bound 2. A size above every
+    bound now stands as one unit above the largest: the sizes are decided as written, and a and slow are
+    optimal (3); on a device one ulp smaller nothing fits."""
+    data = fills_at_one_ulp().to_json()
+    tmpcs = data["nodes"][0]["TMPCs"]["1"]
+    tmpcs.append({**tmpcs[0], "id": "huge", "timePerSample": 2, "memoryUsageB": 1e30})
+    instance = parse_piper(data)
+    assert brute_force_parallel(instance)[0] == 3.0
+    result = placement.solve(instance)
+    assert (str(result.status), result.value, result.bound) == ("optimal", 3.0, 3.0)
+    assert dict(result.plan.stages[0].tmpcs) == {0: "a", 1: "slow"}
+    found = solve_parallel(instance, compiled=True)
+    assert (found.value, found.stats["memory_rounded"], found.stats["memory_as_written"]) == (3.0, False, True)
+    smaller = parse_piper({**data, "maxMemoryPerDevice": math.nextafter(0.5, 0)})
+    assert brute_force_parallel(smaller)[0] == math.inf
+    assert str(placement.solve(smaller).status) == "infeasible"
 
 
 def test_choices_alike_in_floating_point_are_compared_as_written():

@@ -191,22 +191,27 @@ def written_fit(types: DeviceTypes, tables: Tables, most_in_flight: int) -> Writ
     """The :class:`WrittenFit` of ``types`` and ``tables`` (their memory as written, not widened or narrowed),
     with ``shift`` such that the ``lo`` parts of a stage's memory (at most ``n·(most_in_flight + 1)`` terms) sum
     below ``2^52``; ``None`` where the ``hi`` parts of the whole graph's largest memory and a capacity's do not
-    stay below ``2^52`` too (no sum is then exact in two parts), or no unit exists (a figure not finite)."""
+    stay below ``2^52`` too (no sum is then exact in two parts), or no unit exists (a figure not finite).
+    Where no figure is negative, one above every bound (a TMPC that fits no device, as 1e30 beside sizes of 17
+    digits) stands as one unit above the largest bound: every stage that holds it (``y ≥ 1``) is over every bound
+    either way, and neither its magnitude nor its digits then keep the others from splitting."""
     n = len(tables.ids)
     figures = [*map(float, tables.mem_a.ravel()), *map(float, tables.mem_b.ravel())]
     bounds = [float(b) for b in types.memory if math.isfinite(b)]
-    if not all(map(math.isfinite, figures)):
+    if not all(map(math.isfinite, figures)) or not bounds:
         return None
     written = {x: as_written(x) for x in {*figures, *bounds}}
-    unit = math.lcm(*(f.denominator for f in written.values()))
+    top = max(written[b] for b in bounds)
+    beyond = {x for x in figures if written[x] > top} if min(figures, default=0.0) >= 0 else set()
+    unit = math.lcm(*(f.denominator for x, f in written.items() if x not in beyond))
     shift = (2 ** 52 // (n * (most_in_flight + 1) + 1)).bit_length() - 1
 
     def split(x: float) -> tuple[int, int]:
-        whole = int(written[x] * unit)
+        whole = int(top * unit) + 1 if x in beyond else int(written[x] * unit)
         return whole >> shift, whole - ((whole >> shift) << shift)
 
     parts = {x: split(x) for x in written}
-    if shift < 1 or any(abs(parts[x][0]) >= 2 ** 52 for x in bounds):
+    if shift < 1 or any(abs(hi) >= 2 ** 52 for hi, _ in parts.values()):   # each, as a float, exact
         return None
     high = np.vectorize(lambda x: float(parts[float(x)][0]), otypes=[float])
     low = np.vectorize(lambda x: float(parts[float(x)][1]), otypes=[float])
