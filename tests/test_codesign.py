@@ -491,6 +491,24 @@ def test_a_budget_equal_to_a_designs_area_holds_it():
     assert placement.codesign(MODEL, chips=1, power=300, area=125.984, grid=grid).status == "optimal"
 
 
+def test_the_front_dps_decide_memory_as_written_where_the_dp_holds_it_in_two_parts():
+    """Sizes of 17 significant digits whose sums pass 2^53 in their exact unit (the DP holds them in two
+    whole parts): 0.12345678901234568 + 0.23456789012345677 exceeds 0.35802467913580244 by 10^-17, below
+    the unit of the high part, so the two nodes take two chips in both DPs over the Pareto fronts."""
+    from placement.codesign.frontier import least_power_dp, per_watt_dp
+    from placement.codesign.pipeline import pool_layers
+    from placement.problem.instance import DeviceType, Edge, Instance, Node
+
+    nodes = (Node(0, "a", (1.0,), 0.12345678901234568, out_cost=1.0), Node(1, "b", (1.0,), 0.23456789012345677))
+    problem = Instance(nodes, (Edge(0, 1),), (DeviceType("chip", 2, 0.35802467913580244, True),))
+    run = per_watt_dp(problem, [100.0], 2)
+    assert (run.score, run.time_ms, run.power_w) == (400.0, 2.0, 200.0)
+    assert [d.nodes for d in run.plan.devices] == [(0,), (1,)]
+    cheapest = least_power_dp(problem, pool_layers(1, 2), [100.0], [1.0], 2.0)
+    assert (cheapest.time_ms, cheapest.power_w) == (2.0, 200.0)
+    assert [d.nodes for d in cheapest.plan.devices] == [(0,), (1,)]
+
+
 def test_the_model_files_own_memory_bound_is_not_the_chips():
     # a node of 6 GiB fits a chip (16 GiB) whatever maxSizePerFPGA the imported file carries
     model = json.loads(json.dumps(CHAIN))

@@ -86,7 +86,7 @@ from placement.codesign.pipeline import pool_layers
 from placement.codesign.result import tie_bound
 from placement.plan import DeviceAssignment, Plan
 from placement.problem.instance import Instance
-from placement.solvers.dp_table import Layers, build_graph, prepare
+from placement.solvers.dp_table import Graph, Layers, build_graph, prepare
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, enumerate_ideals
 
 #: Relative slack of the bound: a pair is dropped when its bound exceeds the best score by more.
@@ -120,7 +120,7 @@ class _Blocks:
             incidence[s, graph.touch_idx[graph.touch_ptr[s]:graph.touch_ptr[s + 1]]] = 1.0
         self.touched = self.member @ incidence               # |N[u] ∩ I| per ideal and cost node
         self.comp = data.comp_t.T                             # (ideals, designs) compute of the ideal
-        self.memcap = float(graph.memcap.min()) if len(graph.memcap) else 0.0
+        self.memcap, self.memcap_lo = _least_bound(graph)
         self.empty, self.full = int(np.argmin(data.popcount)), int(np.argmax(data.popcount))
         self._sources: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         # the least compute of each ideal, each node on its fastest design: a block's compute on any design is
@@ -149,8 +149,10 @@ class _Blocks:
         and the block's transfers."""
         data, graph = self.data, self.graph
         below = np.sort(among[data.popcount[among] < data.popcount[i]])
-        below = below[((data.bits[below] & ~data.bits[i]) == 0).all(axis=1)
-                      & (data.mem[i] - data.mem[below] <= self.memcap)]
+        # the block's memory against the bound in the DP's two whole parts (dp_range): the sign is exact
+        over = ((data.mem[i] - data.mem[below] - self.memcap) * graph.mem_scale
+                + (data.mem_lo[i] - data.mem_lo[below] - self.memcap_lo))
+        below = below[((data.bits[below] & ~data.bits[i]) == 0).all(axis=1) & (over <= 0)]
         crossing = self.touched[i] - self.touched[below]
         return below, ((crossing > 0) & (crossing < graph.degree)) @ graph.cost
 
@@ -168,6 +170,17 @@ class _Blocks:
                 nodes.extend(self.problem.nodes[v].id for v in self.contraction.members[s])
             devices.append(DeviceAssignment(self.problem.device_types[design].name, tuple(nodes)))
         return Plan(tuple(devices))
+
+
+def _least_bound(graph: Graph) -> tuple[float, float]:
+    """The least memory bound of the design types, as the DP holds it: ``(high, low)`` parts of
+    ``high · mem_scale + low`` (:class:`placement.solvers.dp_table.Graph`; ``low < mem_scale``, so the
+    least pair is the least bound); ``(0, 0)`` without types."""
+    if not len(graph.memcap):
+        return 0.0, 0.0
+    low = np.zeros_like(graph.memcap) if graph.memcap_lo is None else graph.memcap_lo
+    t = min(range(len(graph.memcap)), key=lambda t: (graph.memcap[t], low[t]))
+    return float(graph.memcap[t]), float(low[t])
 
 
 @dataclass(frozen=True)
