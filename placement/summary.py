@@ -42,8 +42,8 @@ def describe(instance: Instance | Any, *, max_ideals: int | None = None) -> dict
 def _most_the_dp_holds(instance: Instance, contraction: Any) -> int:
     """The most ideals whose tables the DP could keep in the memory available, at one combination of
     device counts and without bitset rows (:func:`placement.solvers.dp_table.most_ideals` at its least)."""
-    from placement.solvers.dp_table import bytes_per_ideal, memory_budget
+    from placement.solvers.dp_table import bytes_per_ideal, memory_budget, value_columns
 
     n_types = len(instance.device_types)
-    per_ideal = bytes_per_ideal(2 * n_types + 2, contraction.size, n_types, 1, False)
+    per_ideal = bytes_per_ideal(value_columns(n_types), contraction.size, n_types, 1, False)
     return max(1, int(min(memory_budget() / per_ideal, 2.0 ** 62)))

@@ -611,7 +611,8 @@ def test_an_ideal_limit_past_64_bits_or_past_memory_stops_the_count_where_memory
     assert raised.value.parameter == "time_limit"
     graph, layers = dp_table.build_graph(problem, contract(problem)), dp_table.build_layers(problem)
     types = graph.comp.shape[1]
-    per_ideal = dp_table.bytes_per_ideal(2 * types + 2, graph.contraction.size, types, len(layers.counts), False)
+    per_ideal = dp_table.bytes_per_ideal(dp_table.value_columns(types), graph.contraction.size, types,
+                                         len(layers.counts), False)
     assert dp_table.most_ideals(graph, layers, budget=5.5 * per_ideal) == 5
     monkeypatch.setattr(dp_table, "memory_budget", lambda: 5.5 * per_ideal)
     with pytest.raises(LimitExceededError, match=r"^more than 5 ideals in the contracted graph \(4 supernodes\): "

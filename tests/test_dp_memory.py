@@ -80,7 +80,8 @@ def test_a_prefix_family_takes_no_bitset_rows(monkeypatch):
     family = enumerate_ideals(graph.contraction)
     assert dp_table.is_prefix_family(family)
     assert not dp_table.is_prefix_family(enumerate_ideals(contract(rails(3))))
-    per_ideal = [dp_table.bytes_per_ideal(2 * 2 + 2, 1280, 2, len(layers.counts), bitsets) for bitsets in (True, False)]
+    per_ideal = [dp_table.bytes_per_ideal(dp_table.value_columns(2), 1280, 2, len(layers.counts), bitsets)
+                 for bitsets in (True, False)]
     assert per_ideal[0] - per_ideal[1] == 2 * 8 * 20
     with_rows = dp_table.prepare(graph, layers, family)
     table = dp_table.fill(problem, graph, layers, with_rows, math.inf, None, "rows")
@@ -95,6 +96,17 @@ def test_a_prefix_family_takes_no_bitset_rows(monkeypatch):
     assert solution.status == "optimal"
     assert solution.objective == by_rows[0]
     assert solution.plan == by_rows[1]
+
+
+def test_the_fixed_data_per_ideal_counts_every_sum_the_tables_keep():
+    """Per ideal, prepare keeps compute and unsupported nodes per type, memory in two parts and Σ pmin:
+    seven sums on two types, each twice (as found and in processing order), which the budget counts."""
+    problem = rails(4)
+    graph, layers = dp_table.build_graph(problem, contract(problem)), dp_table.build_layers(problem)
+    assert dp_table.value_columns(2) == 7
+    per_ideal = dp_table.bytes_per_ideal(7, graph.contraction.size, 2, len(layers.counts), False)
+    assert dp_table.most_ideals(graph, layers, budget=5 * per_ideal - 1) == 4
+    assert dp_table.check_memory(5, graph, layers, budget=5 * per_ideal, bitsets=False) == 5 * per_ideal
 
 
 def test_tables_beyond_the_budget_are_refused_before_they_are_built(monkeypatch):
@@ -115,8 +127,9 @@ def test_cuts_beyond_the_budget_stop_the_dp(monkeypatch, compiled):
     problem = rails(12)
     real = solve_dp(problem, compiled=compiled)
     graph = dp_table.build_graph(problem, contract(problem))
-    fixed_per_ideal = dp_table.bytes_per_ideal(2 * len(problem.device_types) + 2, graph.contraction.size,
-                                               len(problem.device_types), len(dp_table.build_layers(problem).counts))
+    types = len(problem.device_types)
+    fixed_per_ideal = dp_table.bytes_per_ideal(dp_table.value_columns(types), graph.contraction.size, types,
+                                               len(dp_table.build_layers(problem).counts))
     monkeypatch.setattr(dp_table, "memory_budget", lambda: 91 * fixed_per_ideal + 40 * dp_table.BYTES_PER_ENTRY)
     with pytest.raises(LimitExceededError, match=r"^the DP's tables for 91 ideals would take up to about .* GiB "
                                                  r"\(after \d+ ideals, their maxima and cuts, the nodes whose "

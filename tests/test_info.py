@@ -221,7 +221,7 @@ def test_ideals_are_counted_no_further_than_the_dp_could_hold_them(monkeypatch):
 
     assert counted(describe(problem, max_ideals=10 ** 12)) == (16, None, None)   # 4 · 4: two chains of three
     assert counted(describe(problem, max_ideals=10)) == (None, 10, "max_ideals")
-    per_ideal = dp_table.bytes_per_ideal(6, 6, 2, 1, False)
+    per_ideal = dp_table.bytes_per_ideal(dp_table.value_columns(2), 6, 2, 1, False)
     monkeypatch.setattr(dp_table, "memory_budget", lambda: 12 * per_ideal)
     stopped = describe(problem, max_ideals=10 ** 12)
     assert counted(stopped) == (None, 12, "memory")

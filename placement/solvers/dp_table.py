@@ -62,7 +62,7 @@ class Graph:
     memcap: np.ndarray
     pays: np.ndarray
     work_nodes: np.ndarray  # (N, T+1) per node: pmin(v), then p_t(v) (inf if unsupported)
-    memory_exact: bool = True  # mem and memcap in a unit where their sums are exact (memory_fit.decimal_unit)
+    memory_exact: bool = True  # memory in whole numbers whose sums are exact, in one part or two (_split_memory)
     #: where one float per size would not sum exactly: sizes and bounds as ``mem · mem_scale + mem_lo``
     #: (:func:`_split_memory`); else ``mem_lo`` and ``memcap_lo`` 0 and ``mem_scale`` 1
     mem_lo: np.ndarray | None = None    # (S, 1)
@@ -374,6 +374,12 @@ def memory_budget() -> float:
         return math.inf
 
 
+def value_columns(n_types: int) -> int:
+    """The sums every ideal keeps (:func:`prepare`): compute and unsupported nodes per type, memory in its
+    two parts (:class:`Graph`'s ``mem`` and ``mem_lo``) and ``Σ pmin``."""
+    return 2 * n_types + 3
+
+
 def bytes_per_ideal(n_values: int, supernodes: int, n_types: int, n_layers: int, bitsets: bool = True) -> int:
     """Bytes every ideal takes in the tables besides its maxima and cuts: its sums, bitset row (where
     ``bitsets``) and offsets (twice: as found and in processing order), its places in the orders per
@@ -388,7 +394,7 @@ def most_ideals(graph: Graph, layers: Layers, budget: float | None = None) -> in
     solved here, so counting need go no further."""
     budget = memory_budget() if budget is None else budget
     n_types = graph.comp.shape[1]
-    per_ideal = bytes_per_ideal(2 * n_types + 2, graph.contraction.size, n_types, len(layers.counts), False)
+    per_ideal = bytes_per_ideal(value_columns(n_types), graph.contraction.size, n_types, len(layers.counts), False)
     return int(min(budget / per_ideal, MAX_STATE_BYTES / (BYTES_PER_STATE * len(layers.counts)), 2.0 ** 62))
 
 
@@ -474,7 +480,7 @@ def check_memory(n: int, graph: Graph, layers: Layers, budget: float | None = No
     n_types = graph.comp.shape[1]
     n_layers = len(layers.counts)
     check_states(n, n_layers)
-    fixed = n * bytes_per_ideal(2 * n_types + 2, graph.contraction.size, n_types, n_layers, bitsets)
+    fixed = n * bytes_per_ideal(value_columns(n_types), graph.contraction.size, n_types, n_layers, bitsets)
     if fixed > budget:
         raise _too_big(n, fixed, budget, "")
     return fixed
