@@ -204,3 +204,28 @@ def test_the_split_milp_proves_on_sizes_left_by_floating_point_arithmetic() -> N
             solution = solve_split_milp(problem, model, objective, time_limit=20)
             assert plan is not None and (solution.status.value, solution.objective) == ("optimal", best), (
                 w_placement, objective, solution.message)
+
+
+def _tensors_a_moved_w_keeps_tip_a_full_device() -> Instance:
+    """f0 -> f1 -> b1 -> b0, f0 -> b0 (colours {f0, b0}, {f1, b1}) on two accelerators of 12.1: f1 alone fills one
+    (12.1); f0 2e-19, b0 7e-20, b1 0. Forward outputs: f0's 2e-19, f1's 0, b1's 2e-19. W(b0) reads f0's and b1's
+    outputs, so moved beside f1 it keeps 2e-19 + 2e-19 more for each micro-batch in flight: over the bound."""
+    nodes = (Node(0, "f0", (1.0,), memory=2e-19, colour=0), Node(1, "f1", (3.0,), memory=12.1, colour=1),
+             Node(10, "b0", (1.0,), memory=7e-20, backward=True, colour=0),
+             Node(11, "b1", (2.0,), memory=0.0, backward=True, colour=1))
+    edges = (Edge(0, 1, 2e-19), Edge(0, 10, 2e-19), Edge(1, 11, 0.0), Edge(11, 10, 2e-19))
+    return Instance(nodes, edges, (DeviceType(ACCELERATOR, 2, memory=12.1),), "tip")
+
+
+def test_a_moved_w_task_whose_kept_tensors_tip_a_device_over_is_cut_off():
+    """The sizes share no unit within CP-SAT's limit (10^-20 makes 12.1 a 22-digit integer), so the memory rows
+    are rounded down to admit every plan that fits, which rounds the 2e-19 tensors to 0. The float sum of the
+    sizes, 12.1, had hidden that the bound binds at all (no memory rows, no proof), and then the rows' optimum
+    moved W(b0) beside f1, over the bound as written: the start (5) came back unproven. Now the plan is cut off
+    (its slot's groups, kept tensors and micro-batches held) and the optimum 5 of the brute force proven."""
+    problem = _tensors_a_moved_w_keeps_tip_a_full_device()
+    model = split_model("any")
+    best, _ = brute_force_split(problem, model, "throughput-gpipe")
+    solution = solve_split_milp(problem, model, "throughput-gpipe", time_limit=20)
+    assert (best, solution.status.value, solution.objective, solution.bound) == (5.0, "optimal", 5.0, 5.0)
+    assert solution.stats["memory_rounded_to_admit"] is True and solution.stats["memory_plans_cut"] >= 1

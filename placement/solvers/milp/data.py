@@ -156,19 +156,24 @@ def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool,
     that fits (:func:`_admitting_memory`); see the module docstring. ``binds`` says which bounds the
     whole graph does not fit, by the model's rule on the nodes' sizes as written
     (:func:`placement.problem.memory_fit.fits`; the sizes here are sums, rounded); by default, those
-    below the sum of ``sizes``. ``written`` gives the sizes' exact values (each the sum of its nodes'
-    sizes as written), called only where those are needed; by default each size as written. ``copies``: the
-    most times one row holds each size (the latency model's row of an accelerator, once per call)."""
+    below the exact sum of ``sizes`` as written (``written``). ``written`` gives the sizes' exact values
+    (each the sum of its nodes' sizes as written), called only where those are needed; by default each size
+    as written. ``copies``: the most times one row holds each size (the latency model's row of an
+    accelerator, once per call)."""
     total = sum(sizes)
-    if binds is None:
-        binds = [math.isfinite(M) and M < total for M in bounds]
+    exact: list[Fraction] | None = None
+    if binds is None:   # below the sizes' exact sum: their float sum hides 12.1 + 2e-19 > 12.1
+        exact = list(written()) if written else [as_written(a) for a in sizes]
+        whole = sum(exact, Fraction(0))
+        binds = [math.isfinite(M) and as_written(M) < whole for M in bounds]
     binding = [M for M, b in zip(bounds, binds) if b]
     if not integer:
         return _float_memory(sizes, bounds, total, binding, binds)
     scaling = (choose_scale(list(sizes) + binding, total, MEMORY_MAX_SCALED, written=True) if binding
                else Scaling(1.0, True))
     if binding:
-        exact = list(written()) if written else [as_written(a) for a in sizes]
+        if exact is None:
+            exact = list(written()) if written else [as_written(a) for a in sizes]
         if scaling.exact and any(as_written(a) != w for a, w in zip(sizes, exact)):
             # a sum rounded to a float: 0.30000000000000004 + 0.6000000000000001 is 0.9000000000000001,
             # which a bound of 0.9000000000000001 meets, but as written the sum is 0.90000000000000014

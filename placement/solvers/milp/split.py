@@ -68,8 +68,9 @@ from placement.solution import Solution, Status
 from placement.solvers.ideals import contract
 from placement.solvers.milp.backends import OutOfTime, SolveOptions, check_backend_available, make_backend
 from placement.solvers.milp.data import choose_scale, fits_alone, float_scaling, float_time, scale_memory, scaling_note
-from placement.solvers.milp.driver import DEFAULT_MAX_PRODUCT, out_of_time, run_solver, start_from
-from placement.solvers.milp.outcome import Context, Verdict, conclude
+from placement.solvers.milp.driver import (DEFAULT_MAX_PRODUCT, memory_cut_note, out_of_time, refitted,
+                                           run_solver, start_from)
+from placement.solvers.milp.outcome import ADMITTING, Context, Verdict, conclude
 from placement.verification.contiguity import pipeline_order
 from placement.verification.split import evaluate_split, tensor_bytes, w_reads
 
@@ -210,6 +211,11 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
     m_x = dict(zip(kept_tensors, mem.sizes[2 * G + len(backward):-1]))
     load_ub = q(largest) + 1
 
+    def held_bytes(x_: int) -> bool:
+        """Whether tensor ``x_`` takes memory where a moved W task keeps it: a size the rows hold, or, in rows
+        rounded to admit every plan that fits, one they round to 0, which :func:`.driver.refitted` still cuts by."""
+        return bool(m_x.get(x_)) or (mem.admitting and x_ in m_x)
+
     # --- model (built within the deadline: the backend's tick raises OutOfTime past it) ----------
     be.start_build(deadline, progress)
     if progress is not None:
@@ -261,7 +267,7 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
                 for s in slots:
                     V.w[u, s] = be.bool_var(f"w[{u},{s}]")
                     be.add([(1, V.w[u, s])] + [(-a, v) for a, v in supporting(u, s)], hi=0)
-                    if mem.binds and any(m_x.get(x_) for x_ in w_in[u]):
+                    if mem.binds and any(map(held_bytes, w_in[u])):
                         V.mv[u, s] = be.num_var(1, f"mv[{u},{s}]")
                         be.add([(1, V.w[u, s]), (-1, V.mv[u, s])] + [(-a, v) for a, v in x(g, s)], hi=0)
                 be.add([(1, V.w[u, s]) for s in slots], lo=1, hi=1)
@@ -343,7 +349,7 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
                     if moved is None:
                         continue
                     for x_ in w_in[u]:
-                        if not m_x.get(x_):
+                        if not held_bytes(x_):
                             continue
                         if (x_, s) not in V.k:
                             V.k[x_, s] = be.num_var(1, f"k[{x_},{s}]")
@@ -353,7 +359,10 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
         # (H) micro-batches held by slot s under bounded async 1F1B: H_s = (used slots from s on) + lag_s, with
         # lag_s ≥ (1 + |q − s|) when a W on s reads a backward tensor x whose B runs on q ≠ s and no F or B on s
         # reads x (the W call receives it); h[s,n] = 1 iff H_s = n (one-hot, so the memory rows stay linear)
-        footprint_on = mem.binds and (any(a_g) or any(m_x.values()))
+        # on the sizes as written: rows rounded to admit every plan that fits may round a footprint to 0, which
+        # the held count must still be known for (:func:`.driver.refitted`)
+        footprint_on = mem.binds and (any(a_g) or any(m_x.values())
+                                      or (mem.admitting and any(written()[G + len(backward):-1])))
         if footprint_on:
             x_readers: dict[int, list[int]] = {}
             for u in backward:
@@ -501,7 +510,52 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
                              "w_placement": model.w_placement, "inter_layer": model.inter_layer}
     if fallback is not None:
         stats["start_value"] = fallback[1]
+    if mem.admitting:   # rows rounded to admit every plan that fits (.data._admitting_memory): their bound holds
+        stats[ADMITTING] = True
     raw = run_solver(be, options, progress, 1.0 / scaling.scale, fallback, lower)
+    if mem.admitting:
+        exact = list(written())
+        bounds = [as_written(problem.device_types[t].memory) if math.isfinite(problem.device_types[t].memory)
+                  else None for t in types]
+
+        def cut_over(value: Callable[[Any], float]) -> bool:
+            """For :func:`.driver.refitted`: for every slot whose memory row, on the sizes as written, exceeds its
+            type's bound, the row that no slot of that type holds all of its groups, moved B tasks and kept tensors
+            with as many micro-batches or more (module docstring: the memory rows); whether there was one. A plan
+            that fits breaks none: with its own held count and kept tensors (the least the rows allow), a slot
+            holding all of them holds at least that memory."""
+            over = False
+            for s in slots:
+                ks = [k for k in K if value(V.y[s, k]) > 0.5]
+                if len(ks) != 1 or bounds[ks[0]] is None:
+                    continue
+                held = [g for g in range(G) if _value(x(g, s), value) > 0.5]
+                moved = [u for u in backward if (u, s) in V.bm and value(V.bm[u, s]) > 0.5]
+                kept = [x_ for x_ in kept_tensors if (x_, s) in V.k and value(V.k[x_, s]) > 0.5] if footprint_on else []
+                times = next((n_ for (s2, n_), var in V.h.items() if s2 == s and value(var) > 0.5), 0)
+                need = (sum((exact[g] for g in held), Fraction(0))
+                        + sum((exact[G + backward.index(u)] for u in moved), Fraction(0))
+                        + times * (sum((exact[G + len(backward) + g] for g in held), Fraction(0))
+                                   + sum((exact[2 * G + len(backward) + kept_tensors.index(x_)] for x_ in kept),
+                                         Fraction(0))))
+                if need <= bounds[ks[0]]:
+                    continue
+                over = True
+                for s2 in slots:   # where a slot has no variable for one of them, it never holds them all
+                    many = [(1, var) for (s3, n_), var in V.h.items() if s3 == s2 and n_ >= times]
+                    if (any((u, s2) not in V.bm for u in moved) or any((x_, s2) not in V.k for x_ in kept)
+                            or (times and not many)):
+                        continue
+                    terms = [term for g in held for term in x(g, s2)] + [(1, V.y[s2, ks[0]])]
+                    terms += [(1, V.bm[u, s2]) for u in moved] + [(1, V.k[x_, s2]) for x_ in kept]
+                    terms += many if times else []
+                    be.add(terms, hi=len(held) + len(moved) + len(kept) + (2 if times else 1) - 1)
+            return over
+
+        raw, cut = refitted(be, raw, options, progress, 1.0 / scaling.scale, fallback, lower, cut_over)
+        if cut:
+            stats["memory_plans_cut"] = cut
+            notes.append(memory_cut_note(cut, be.name))
     ctx = Context(method=f"milp-{be.name}", objective_kind=objective, contiguity="stages", start=start,
                   unit=1.0 / scaling.scale, exact_data=scaling.exact, simple_bound=lower,
                   exact_feasibility=mem.exact, notes=notes, stats=stats, data_notes=data)
