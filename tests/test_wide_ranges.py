@@ -492,24 +492,20 @@ def huge_pair(size: float, memory: float) -> dict:
             "edges": [{"sourceId": 1, "destId": 2, "cost": 10}]}
 
 
-@pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
 @pytest.mark.parametrize("size", [2.0 ** 53, 1e16])
-def test_auto_hands_the_milp_what_the_dp_cannot_sum_exactly(size):
+def test_the_dp_decides_sizes_whose_sums_pass_2_53_as_written(size):
     """Node 1 fills an accelerator (size = memory), so node 2 (one byte more) needs the other: each
     pays the transfer, 1 + 10 = 11, the optimum (both together would take 2 but break memory). In
-    floating point 2^53 + 1 = 2^53, so the DP let them share a device (a plan the evaluator refused:
-    no plan at all); at 1e16 it has no exact unit and its rounded checks found nothing. Either way
-    `auto` now asks the MILP, which finds the plan of 11."""
+    floating point 2^53 + 1 = 2^53, so a DP summing single floats let them share a device (a plan the
+    evaluator refused: no plan at all); at 1e16 it had no exact unit and its rounded checks found nothing.
+    In two whole parts, hi · 2^shift + lo, the DP tells 2^53 + 1 from 2^53 and proves 11 itself."""
     doc = huge_pair(size, size)
     together = {"fpgas": [{"nodes": [1, 2]}], "cpus": []}
     assert not placement.verify(doc, together).valid
-    alone = placement.solve(doc, method="dp")
-    assert (alone.status, alone.plan) == ("no_solution", ())
-    assert "no unit in which the DP's sums are exact" in alone.message
-    result = placement.solve(doc)
-    assert (result.method, result.value) == ("milp", 11.0) and result.status in ("optimal", "feasible")
-    assert result.message.startswith("the MILP ran instead (method 'auto'): the DP found no plan (")
-    assert sorted(s.nodes for s in result.plan) == [(1,), (2,)]
+    for method in ("dp", "auto"):
+        result = placement.solve(doc, method=method)
+        assert (result.method, result.status, result.value, result.bound) == ("dp", "optimal", 11.0, 11.0)
+        assert sorted(s.nodes for s in result.plan) == [(1,), (2,)]
 
 
 def test_an_id_written_as_a_float_of_2_53_or_more_is_refused_where_it_is_read():
