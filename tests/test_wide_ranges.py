@@ -555,3 +555,21 @@ def test_an_integer_a_double_cannot_hold_is_refused_and_memory_summed_as_written
     assert placement.verify(huge_pair(2 ** 53, 2 ** 53), together).violations == (
         "device 0 (accelerator): memory 9007199254740993 (summed as written; 9007199254740992 in floating point) "
         "exceeds the bound 9007199254740992",)
+
+
+@pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
+def test_auto_hands_the_milp_what_the_dp_cannot_sum_exactly():
+    """The pair above with node 1 at 1e16 bytes, filling an accelerator, and node 2 at 1.2345678901234567e-40:
+    a unit of 10^-56, of which the sizes' sum passes even two parts, so the DP's checks round (node 1 alone
+    refused under a bound rounded down: no plan, and the run that admits every fit puts both on one device,
+    which does not fit) and `auto` asks the MILP; CP-SAT's rows, rounded down, admit that plan too, which
+    is cut off: the plan of 11 is proven."""
+    doc = huge_pair(1e16, 1e16)
+    doc["nodes"][1]["size"] = 1.2345678901234567e-40
+    alone = placement.solve(doc, method="dp")
+    assert (alone.status, alone.plan) == ("no_solution", ())
+    assert "no unit in which the DP's sums are exact" in alone.message
+    result = placement.solve(doc)
+    assert (result.method, result.status, result.value, result.bound) == ("milp", "optimal", 11.0, 11.0)
+    assert result.message.startswith("the MILP ran instead (method 'auto'): the DP found no plan (")
+    assert sorted(s.nodes for s in result.plan) == [(1,), (2,)]
