@@ -170,8 +170,55 @@ def test_compiled_fill_without_knapsacks_equals_plain_fill(monkeypatch):
 
 
 def test_the_stage_evaluation_a_fill_needs():
-    assert K.evaluator(False, False) == K.evaluator(False, True) == "none"
+    assert K.evaluator(False, False) == K.evaluator(False, True) == K.evaluator(False, False, True) == "none"
     assert K.evaluator(True, False) == "exact" and K.evaluator(True, True) == "greedy"
+    assert K.evaluator(True, False, True) == "written"
+
+
+def test_sizes_as_written_are_read_only_by_the_fill_that_needs_them(monkeypatch):
+    # fills_at_one_ulp has no exact unit: its fill decides memory on the sizes as written ("written"); the lean
+    # option's instance has one, and its fill is given the stub of written_value ("exact"). Given the stub where the
+    # sizes as written are read, the fill stops at the first stage near the bound, and the solve reruns with the
+    # function itself: the same optimum, 3 (the plain fill here, given the plain functions)
+    from placement.parallel import dp
+    from tests.test_parallel import chain, fills_at_one_ulp
+
+    calls = []
+
+    def kernels(use_compiled, kind="exact", aside=False):
+        calls.append(kind)
+        given = "exact" if len(calls) == 1 else kind
+        return SimpleNamespace(fill=lambda *args: K.fill(*args, *K.plain_functions(given)), close=lambda: None,
+                               compiles=lambda: False)
+
+    monkeypatch.setattr(K, "kernels", kernels)
+    found = dp.solve_parallel(fills_at_one_ulp(), compiled=True)
+    assert calls == ["written", "written"]
+    assert (found.value, found.stats["memory_as_written"], found.stats["knapsacks"]) == (3.0, True, 1)
+    calls.clear()
+    found = dp.solve_parallel(chain(_nodes_with_a_lean_option(), cost=0.5, devices=8, memory=12.0, microbatches=4),
+                              compiled=True)
+    assert calls == ["exact"] and found.stats["memory_as_written"] is False and found.stats["knapsacks"] > 0
+
+
+WRITTEN = """
+from placement.kernels import compile_kernel, is_cached
+from placement.parallel import _kernels as K
+K.compiled_functions("exact")
+print([is_cached(compile_kernel(f)) for f in (K.evaluate, K.knapsack_written, K.fits_as_written)])
+K.compiled_function("written", 5)
+print([is_cached(compile_kernel(f)) for f in (K.written_value, K.knapsack_written, K.fits_as_written)])
+"""
+
+
+def test_the_exact_evaluation_compiles_no_knapsack_on_the_sizes_as_written(tmp_path):
+    # A fresh install whose instances have an exact memory unit (the usual case) compiles the exact evaluation
+    # without knapsack_written (the largest kernel after the fill); a fill that reads the sizes as written compiles
+    # it, with written_value
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", WRITTEN], cwd=ROOT, env=env, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.splitlines() == ["[True, False, False]", "[True, True, True]"]
 
 
 ASIDE = """

@@ -311,7 +311,7 @@ def equal_params(items, count, it):
 
 def evaluate(what, xb, k, opt, options, cost, sync, ends, ptr, ints, floats, state, kept, cache, stats, config, d, y,
              bandwidth, speed, capacity, key, target, slack, types, tau, stage_items, item_costs, equal_params,
-             knapsack):
+             knapsack, written_value):
     """A stage's value for :func:`fill` (the stage ``X`` = bitset ``xb`` at degree index ``k``, data-parallel
     degree ``d`` and ``y`` micro-batches in flight, on devices of ``capacity`` bytes, ``bandwidth`` and
     ``speed``). ``what = 0``: a lower bound at every ``y``, the sum of each node's least contribution;
@@ -323,13 +323,15 @@ def evaluate(what, xb, k, opt, options, cost, sync, ends, ptr, ints, floats, sta
     one parameter size; above; stop — set only by :func:`no_evaluate`). ``kept[key]``: an exact choice of
     this stage at the same ``y`` and another ``d``, which stays optimal when the parameter sizes are shared
     (:func:`fill`); ``ints`` = (nodes, count, choice) and ``floats`` the stage's items
-    (:func:`stage_items`, :func:`item_costs`). The last four arguments are the helpers it calls
-    (``knapsack``: :func:`knapsack_greedy` in greedy mode, else :func:`knapsack_exact`).
+    (:func:`stage_items`, :func:`item_costs`). The last five arguments are the helpers it calls
+    (``knapsack``: :func:`knapsack_greedy` in greedy mode, else :func:`knapsack_exact`; ``written_value``:
+    :func:`written_value`, or its stub where no sizes are decided as written).
 
     Sizes decided as written (``config[10] > 0``, exact mode; ``types[:, tau]``: the device type's column of
     :func:`fill`): the knapsack on the widened bound ``types[3, tau]``, which every choice that fits meets, so
-    that its value bounds theirs; where its choice fits as written (:func:`fits_as_written`), that is the value,
-    and otherwise (a choice within the rounding of the bound) :func:`knapsack_written` decides."""
+    that its value bounds theirs; :func:`written_value` then decides on the sizes as written. Given its stub
+    (a NaN), the evaluation sets ``state[3]``, as :func:`no_evaluate` does: the caller reruns with
+    :func:`written_value`."""
     state[2] = 0
     n = options.shape[0]
     count = ints[1]
@@ -371,9 +373,12 @@ def evaluate(what, xb, k, opt, options, cost, sync, ends, ptr, ints, floats, sta
         top = target
     if config[10] > 0 and types[4, tau] < INF:   # memory decided on the sizes as written
         val = knapsack(count[:built], c_cost[:built], c_mem[:built], types[3, tau], top, choice)
-        if val < INF and not fits_as_written(built, ints[0], choice, k, y, opt, types, tau, config[10]):
-            val = knapsack_written(count[:built], c_cost[:built], c_mem[:built], types[3, tau], top, choice,
-                                   ints[0], k, y, opt, types, tau, config[10])
+        if val < INF:
+            val = written_value(val, count[:built], c_cost[:built], c_mem[:built], types[3, tau], top, choice,
+                                ints[0], k, y, opt, types, tau, config[10])
+            if val != val:   # the stub: the fill stops, and the caller reruns with the sizes decided as written
+                state[3] = 1
+                return 0.0
     else:
         val = knapsack(count[:built], c_cost[:built], c_mem[:built], capacity, top, choice)
     if val < INF and state[1] != 0:
@@ -384,6 +389,17 @@ def evaluate(what, xb, k, opt, options, cost, sync, ends, ptr, ints, floats, sta
         state[2] = 1
         return top
     return val
+
+
+def written_value(value, count, cost, mem, capacity, ceiling, choice, nodes, k, y, opt, types, tau, shift):
+    """A stage's value with memory decided on the sizes as written, from ``value``, the exact knapsack's on the
+    widened bound ``capacity`` (its options in ``choice``), which bounds that of every choice that fits: ``value``
+    where its choice fits as written (:func:`fits_as_written`), otherwise (a choice within the rounding of the
+    bound) :func:`knapsack_written`'s. Compiled apart from :func:`evaluate`, and only for a fill that reads the
+    sizes as written (:func:`evaluator`): most instances have an exact unit and never call it."""
+    if fits_as_written(count.shape[0], nodes, choice, k, y, opt, types, tau, shift):
+        return value
+    return knapsack_written(count, cost, mem, capacity, ceiling, choice, nodes, k, y, opt, types, tau, shift)
 
 
 def knapsack_written(count, cost, mem, capacity, ceiling, choice, nodes, k, y, opt, types, tau, shift):
@@ -533,7 +549,7 @@ def fits_as_written(built, nodes, choice, k, y, opt, types, tau, shift):
 
 def no_evaluate(what, xb, k, opt, options, cost, sync, ends, ptr, ints, floats, state, kept, cache, stats, config, d,
                 y, bandwidth, speed, capacity, key, target, slack, types, tau, stage_items, item_costs, equal_params,
-                knapsack):
+                knapsack, written_value):
     """The stand-in for :func:`evaluate` where no stage should need it: sets ``state[3]``, on which the
     fill stops."""
     state[3] = 1
@@ -559,9 +575,15 @@ def no_knapsack(count, cost, mem, capacity, ceiling, choice):
     return np.nan
 
 
+def no_written_value(value, count, cost, mem, capacity, ceiling, choice, nodes, k, y, opt, types, tau, shift):
+    """The stand-in for :func:`written_value` where no sizes are decided as written: NaN, on which
+    :func:`evaluate` stops the fill."""
+    return np.nan
+
+
 def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, fsum, fcut, lowm, wlb, limits,
          cut_ptr, cut_idx, cost, sync, ends, ptr, opt, options, dp, parent, stats, xb, ints, floats, cache, kept, has,
-         state, evaluate, stage_items, item_costs, equal_params, knapsack):
+         state, evaluate, stage_items, item_costs, equal_params, knapsack, written_value):
     """Fill ``dp[I, k, s]``: the least largest stage time per sample of a pipeline of the nodes of the
     successor-closed set ``I`` on exactly ``k`` devices whose data-parallel degrees sum to exactly ``s``
     (``collapsed``: one column, ``s`` not tracked — every degree is 1, so ``s`` is the device count, or
@@ -606,8 +628,9 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     ``stats``: [pairs, stage evaluations, knapsacks, greedy values not monotone in y, stopped]: the fill
     stops (``stopped`` = 1, the table unfinished) when :func:`past` says so: the deadline has passed, or
     the fill is on course to overrun it threefold (plain Python only: compiled, it runs to the end); and
-    (``stopped`` = 2) where it was given :func:`no_evaluate` and meets a stage that needs an evaluation.
-    ``xb`` to ``state``: scratch arrays (:func:`workspace`). The last five arguments are ``evaluate``, which
+    (``stopped`` = 2) where it was given :func:`no_evaluate` and meets a stage that needs an evaluation, or the
+    stub of :func:`written_value` and a stage decided on the sizes as written.
+    ``xb`` to ``state``: scratch arrays (:func:`workspace`). The last six arguments are ``evaluate``, which
     values the stages whose dominant options are missing or do not fit (:func:`evaluate`, or its stub), and
     the helpers the fill passes on to it; compiled, the fill takes them as function values, so each
     compiles apart from the others."""
@@ -729,7 +752,7 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
                             lb = evaluate(0, xb, k, opt, options, cost, sync, ends, ptr, ints, floats, state, kept,
                                           cache, stats, config, d, m // d, bandwidth, spd, capacity, 0, 0.0, slack,
                                           types, tau,
-                                          stage_items, item_costs, equal_params, knapsack)
+                                          stage_items, item_costs, equal_params, knapsack, written_value)
                             if state[3] != 0:   # given the stub: the caller reruns with the evaluation
                                 stats[4] = 2
                                 return
@@ -780,7 +803,7 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
                                         val = evaluate(1, xb, k, opt, options, cost, sync, ends, ptr, ints, floats,
                                                        state, kept, cache, stats, config, d, y, bandwidth, spd,
                                                        capacity, key, target, slack, types, tau, stage_items,
-                                                       item_costs, equal_params, knapsack)
+                                                       item_costs, equal_params, knapsack, written_value)
                                         if state[3] != 0:
                                             stats[4] = 2
                                             return
@@ -832,27 +855,29 @@ def never_past(limits, done, total):
 
 
 #: what :func:`fill` calls, in the order it takes them: the stage evaluation and its helpers
-FUNCTIONS = ("evaluate", "stage_items", "item_costs", "equal_params", "knapsack")
+FUNCTIONS = ("evaluate", "stage_items", "item_costs", "equal_params", "knapsack", "written_value")
 
 
-def evaluator(knapsacks: bool, greedy: bool) -> str:
+def evaluator(knapsacks: bool, greedy: bool, written: bool = False) -> str:
     """Which stage evaluation a fill needs: ``"none"`` (:func:`no_evaluate` and stubs) unless some stage
     needs a knapsack (``knapsacks``); then :func:`evaluate` with Piper's greedy knapsack (``"greedy"``) or
-    the exact one (``"exact"``)."""
-    return "none" if not knapsacks else "greedy" if greedy else "exact"
+    the exact one, with :func:`written_value` where memory is decided on the sizes as written (``written``:
+    ``"written"``) and its stub elsewhere (``"exact"``, whose compilation is the shorter by that function's)."""
+    return "none" if not knapsacks else "greedy" if greedy else "written" if written else "exact"
 
 
 def plain_functions(kind: str = "exact") -> tuple:
     """The functions of :data:`FUNCTIONS` as plain Python for the evaluation ``kind``."""
     if kind == "none":
-        return no_evaluate, no_stage_items, no_item_costs, no_equal_params, no_knapsack
-    return evaluate, stage_items, item_costs, equal_params, knapsack_greedy if kind == "greedy" else knapsack_exact
+        return no_evaluate, no_stage_items, no_item_costs, no_equal_params, no_knapsack, no_written_value
+    return (evaluate, stage_items, item_costs, equal_params, knapsack_greedy if kind == "greedy" else knapsack_exact,
+            written_value if kind == "written" else no_written_value)
 
 
 def interpreted(greedy: bool = False) -> SimpleNamespace:
     """The kernels as plain Python (small families: no compilation), the fill with the knapsack of the mode
-    (Piper's greedy one where ``greedy``)."""
-    functions = plain_functions("greedy" if greedy else "exact")
+    (Piper's greedy one where ``greedy``; the exact one reads the sizes as written where the fill says so)."""
+    functions = plain_functions("greedy" if greedy else "written")
     return SimpleNamespace(fill=lambda *args: fill(*args, *functions), compiles=lambda: False, close=lambda: None)
 
 
@@ -872,7 +897,8 @@ def signature(name: str) -> Any:
                                  arr(i8, 2), vec, vec, items),
                "item_costs": nt.void(i8, vec, items, i8, i8, i8, f8, f8),
                "equal_params": nt.boolean(i8, vec, items),
-               "knapsack": f8(vec, mat, mat, f8, f8, vec)}
+               "knapsack": f8(vec, mat, mat, f8, f8, vec),
+               "written_value": f8(f8, vec, mat, mat, f8, f8, vec, vec, i8, i8, arr(f8, 4), mat, i8, i8)}
     if name != "evaluate":
         return helpers[name]
     return f8(i8, arr(nt.uint64, 1), i8, arr(f8, 4), arr(i8, 2), arr(f8, 1), arr(f8, 4), arr(i8, 2), arr(i8, 2),
@@ -890,7 +916,7 @@ def compiled_function(kind: str, position: int) -> Any:
     order = None
     if function in (knapsack_greedy, knapsack_exact):
         order = {"first_least": compile_kernel(first_least), "stable_order": compile_kernel(merge_order)}
-    if function is evaluate:
+    if function is written_value:
         order = {"knapsack_written": compile_kernel(knapsack_written, {"stable_order": compile_kernel(merge_order)}),
                  "fits_as_written": compile_kernel(fits_as_written)}
     return compile_kernel(function, order, signature=signature(FUNCTIONS[position]))
@@ -940,7 +966,7 @@ def compiled(kind: str = "exact", aside: bool = False) -> SimpleNamespace:
     process = None
     if aside and fill_compiles() and functions_compile(kind):   # all but stage_items: about half the work each
         process = compile_aside([("placement.parallel._kernels", "compiled_function", (kind, position))
-                                 for position in (0, 2, 3, 4)], fill)
+                                 for position in (0, 2, 3, 4, 5)], fill)
 
     def run(*args):
         from placement.kernels import import_numba

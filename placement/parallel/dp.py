@@ -376,8 +376,8 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
         return None if full[3][4] else (lowered, *full)
 
     found = _fill_both(passes, cells, len(sets.size), compiled, stats, progress,
-                       K.evaluator(_knapsacks_needed(tables, types, int(ys.max()) if len(ys) else 0), mode == "greedy"),
-                       mode == "greedy", given_deadline)
+                       _knapsacks_needed(tables, types, int(ys.max()) if len(ys) else 0), mode == "greedy",
+                       fit is not None, given_deadline)
     if found is None:   # past the given deadline: the chain's plan
         stats["out_of_time"] = (f"the time limit ran out while the DP filled its table ({filled[0]:,} of "
                                 f"{len(sets.size):,} sets); the plan is the best pipeline along one topological order")
@@ -425,12 +425,14 @@ def _every_second(progress: Callable[[str], None] | None, began: float,
 
 
 def _fill_both(passes: Callable, cells: int, sets: int, compiled: bool | None, stats: dict[str, Any],
-               progress: Callable[[str], None] | None, kind: str, greedy: bool, deadline: float = math.inf):
+               progress: Callable[[str], None] | None, knapsacks: bool, greedy: bool, written: bool,
+               deadline: float = math.inf):
     """The result of ``passes`` (the chain's pass and the full one) with the kernels :func:`solve_parallel`
     chooses: plain Python for a table of at most 2,000 cells; else compiled, except that while they are not
     in numba's cache a family of at most :data:`INTERPRETED_SETS` sets is first tried in plain Python for
     :data:`INTERPRETED_SECONDS` (a second process compiles the stage evaluation meanwhile, which is stopped if
-    that try succeeds). ``kind``: the stage evaluation the fill calls
+    that try succeeds). ``knapsacks``, ``greedy``, ``written``: whether a stage may need a knapsack, Piper's
+    greedy one, and memory decided on the sizes as written, which choose the stage evaluation the fill calls
     (:func:`placement.parallel._kernels.evaluator`). ``None`` where a pass stopped past ``deadline``."""
     def late() -> bool:
         return time.perf_counter() > deadline
@@ -439,7 +441,7 @@ def _fill_both(passes: Callable, cells: int, sets: int, compiled: bool | None, s
         if compiled is None:
             stats["interpreted"] = True
         return passes(K.interpreted(greedy), deadline)
-    kernels = K.kernels(True, kind, aside=True)
+    kernels = K.kernels(True, K.evaluator(knapsacks, greedy, written), aside=True)
     try:
         if compiled is None and sets <= INTERPRETED_SETS and K.must_compile(kernels):
             found = passes(K.interpreted(greedy), min(deadline, time.perf_counter() + INTERPRETED_SECONDS))
@@ -450,7 +452,7 @@ def _fill_both(passes: Callable, cells: int, sets: int, compiled: bool | None, s
             progress(compiling_note("the DP's kernels", "them"))
         found = passes(kernels, deadline)
         if found is None and not late():   # a stage needed a knapsack after all (rounding at the capacity)
-            found = passes(K.kernels(True, K.evaluator(True, greedy)), deadline)
+            found = passes(K.kernels(True, K.evaluator(True, greedy, written)), deadline)
         return found
     finally:
         kernels.close()
