@@ -455,3 +455,46 @@ def test_a_term_added_to_a_product_is_no_operand_of_it_whatever_computes_it(form
     assert charged == gemms == {"cross-attention": 37888, "addmm": 8192, "cast bias": 4096}[form]
     weights = [op.weight_factor(g) for op, g in products]
     assert weights == {"cross-attention": [1.0, 1.0, 1.0, 1.0], "addmm": [1.0, 1.0], "cast bias": [1.0]}[form]
+
+
+@pytest.mark.parametrize("form", ["parameter", "activation", "model input"])
+def test_a_value_added_to_a_product_and_multiplied_in_it_is_one_operand_of_it(form):
+    """``addmm(P, x, P)`` adds the trained ``P`` to the product and multiplies by it: its gradient through the
+    product is a GEMM (the added place's is the output's), as autograd runs it (``aten.mm``). Read as an added
+    term alone, ``P`` was no operand, and the weight gradient went uncharged (factor 0). ``addmm(h, h, W)`` and
+    ``addmm(x, x, W)`` (``x`` needing a gradient) count their value once, in the place it is multiplied: the
+    added place is no second operand. 16 × 16 matrices: a GEMM of 2·16·16·16 = 8,192 FLOPs; ``activation``
+    adds the weight GEMM of the linear making ``h``."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from torch import nn
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from placement.io.torch_export import export_program, graph_from_program
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Linear(16, 16)
+            self.p = nn.Parameter(torch.randn(16, 16) / 4)
+
+        def forward(self, x):
+            if form == "parameter":
+                return torch.addmm(self.p, x, self.p)
+            if form == "activation":
+                h = self.q(x)
+                return torch.addmm(h, h, self.p)
+            return torch.addmm(x, x, self.p)
+
+    torch.manual_seed(0)
+    model = Model()
+    x = torch.randn(16, 16).requires_grad_(form == "model input")
+    graph = graph_from_program(export_program(model, (x,)), "Model")
+    products = [(op, g) for op, g in zip(graph.ops, gradient_flow(graph)) if op.kind == "matmul"]
+    out = model(x)
+    with FlopCounterMode(display=False) as counter:
+        out.sum().backward()
+    gemms = counter.get_flop_counts()["Global"][torch.ops.aten.mm]
+    charged = sum(op.backward_flops(g) for op, g in products)
+    assert charged == gemms == {"parameter": 8192, "activation": 24576, "model input": 16384}[form]
+    assert [(op.backward_factor(g), op.weight_factor(g)) for op, g in products] == {
+        "parameter": [(1.0, 1.0)], "activation": [(1.0, 1.0), (2.0, 1.0)], "model input": [(2.0, 1.0)]}[form]

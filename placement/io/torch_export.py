@@ -639,12 +639,21 @@ def _added_term(node: Any) -> Any:
     return None
 
 
+def _added_alone(node: Any) -> Any:
+    """What the FX ``node`` adds to its product (:func:`_added_term`) where it does not also multiply by it
+    (``addmm(P, x, P)``, ``addmm(h, h, W)``: an operand of the product, once), or ``None``."""
+    term = _added_term(node)
+    places = sum(item is term for a in (*node.args, *node.kwargs.values())
+                 for item in (a if isinstance(a, (list, tuple)) else (a,)))
+    return term if places == 1 else None
+
+
 def _added_reads(node: Any, reads_of: Callable[[Any], list[tuple[int, int]]],
                  inputs: Any) -> tuple[tuple[int, int] | str, ...]:
-    """What the FX ``node`` adds to its product where that is no parameter (:func:`_added_term`): the reads of
-    operator outputs (a bias sliced from a packed one, cast, or an activation ``addmm`` adds) or the name of a
+    """What the FX ``node`` adds to its product alone where that is no parameter (:func:`_added_alone`): the reads
+    of operator outputs (a bias sliced from a packed one, cast, or an activation ``addmm`` adds) or the name of a
     model input. A parameter added so is a :class:`Param` that is no operand."""
-    term = _added_term(node)
+    term = _added_alone(node)
     if not hasattr(term, "op"):
         return ()
     if term.op == "placeholder":
@@ -1009,12 +1018,16 @@ def _repeated_operands(node: Any, reads_of: Callable[[Any], list[tuple[int, int]
                        placeholders: dict[str, Param | None]) -> tuple[tuple[int, int] | str, ...]:
     """The operands the FX ``node`` is given more than once (``h @ h``, ``einsum("bid,bjd->bij", h, h)``),
     once per repetition: reads of operator outputs, and names of parameters or model inputs.
-    Autograd computes a gradient through every place an operand fills."""
+    Autograd computes a gradient through every place an operand fills; a place where the value is added to a
+    product (:func:`_added_term`: ``addmm(P, x, P)``'s first) is no operand's."""
     counts: dict[Any, int] = {}
     for a in (*node.args, *node.kwargs.values()):
         for item in a if isinstance(a, (list, tuple)) else (a,):
             if hasattr(item, "op"):
                 counts[item] = counts.get(item, 0) + 1
+    term = _added_term(node)
+    if term in counts:
+        counts[term] -= 1
     found: list[tuple[int, int] | str] = []
     for arg, count in counts.items():
         for _ in range(count - 1):
@@ -1131,7 +1144,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
             elif arg.op == "placeholder" and placeholders.get(arg.name) is not None and isinstance(
                     value, torch.Tensor):
                 p = placeholders[arg.name]
-                params.append(Param(p.name, sizes.nbytes(value), p.trainable, arg is not _added_term(node)))
+                params.append(Param(p.name, sizes.nbytes(value), p.trainable, arg is not _added_alone(node)))
             elif arg.op == "placeholder" and arg.name in inputs:
                 model_inputs.append(arg.name)
             if isinstance(value, torch.Tensor):
