@@ -1000,6 +1000,29 @@ def test_a_computed_term_added_to_a_product_is_no_operand_of_it():
     assert factors == {"/first/Gemm": (1.0, 1.0), "/addmm/Gemm": (1.0, 1.0), "/kv/MatMul": (1.0, 1.0)}
 
 
+def test_a_value_added_to_a_product_and_multiplied_in_it_is_one_operand_of_it():
+    """``Gemm(h, W, h)`` (``addmm(h, h, W)``) and ``Gemm(X, P, P)`` add a value to the product and multiply by it:
+    its gradient through the product is a GEMM, as autograd runs it. Read as an added term alone, ``h`` was no
+    operand (one GEMM charged where autograd runs two) and ``P`` no weight (none where autograd runs one). An
+    ``Einsum``'s third operand is multiplied, not added: it was read as a Gemm's ``C``."""
+    from placement.io.opgraph import gradient_flow
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+             for name, shape in (("W1", (4, 4)), ("B1", (4,)), ("W2", (4, 4)), ("P", (4, 4)), ("W3", (4, 4)))]
+    model = _graph([helper.make_node("Gemm", ["X", "W1", "B1"], ["h"], name="/first/Gemm"),
+                    helper.make_node("Gemm", ["h", "W2", "h"], ["a"], name="/addmm/Gemm"),
+                    helper.make_node("Gemm", ["X", "P", "P"], ["b"], name="/both/Gemm"),
+                    helper.make_node("Einsum", ["X", "W3", "h"], ["c"], name="/einsum/Einsum",
+                                     equation="ij,jk,kl->il")],
+                   [("X", [4, 4])], ["a", "b", "c"], inits)
+    graph = graph_from_onnx(model)
+    factors = {op.name: (op.backward_factor(g), op.weight_factor(g)) for op, g in zip(graph.ops, gradient_flow(graph))
+               if op.kind == "matmul"}
+    assert factors == {"/first/Gemm": (1.0, 1.0), "/addmm/Gemm": (2.0, 1.0), "/both/Gemm": (1.0, 1.0),
+                       "/einsum/Einsum": (2.0, 1.0)}
+
+
 def test_batch_norm_statistics_are_not_trained():
     """BatchNormalization's inputs 3 and 4 are its running mean and variance: buffers, which the torch
     importer reads as such. Read as trained, they gave a frozen first layer a backward pass and

@@ -517,8 +517,10 @@ def _calls_of_one_module(ops: list[Op], weights: list[tuple[str, ...]], constant
     return tuple(tuple(group) for group in groups())
 
 
-#: the operators whose inputs 0 and 1 are the factors of a product (the others, from 2 on, are added to it)
+#: the operators that multiply their inputs: inputs 0 and 1, and every input of an Einsum
 PRODUCTS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum"})
+#: the products whose inputs from 2 on are added to the product (a bias, Gemm's C), not multiplied
+ADDING_PRODUCTS = frozenset({"Gemm", "Conv", "ConvTranspose"})
 #: operators that run subgraphs, whose work is not costed (module docstring)
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 
@@ -1194,10 +1196,13 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         added_reads: list[tuple[int, int] | str] = []   # computed values and model inputs added to a product
         read_bytes = 0.0
         int_read_bytes = 0.0
-        # what a matmul or convolution adds to its product (Gemm's C, Conv's B, a fused Add's bias): no operand
+        # what a matmul or convolution adds to its product (Gemm's C, Conv's B, a fused Add's bias) and does not
+        # also multiply (Gemm(h, W, h)): no operand
+        multiplied = {x for m in members if m.node.op_type in PRODUCTS
+                      for k, x in enumerate(m.node.input) if k < 2 or m.node.op_type not in ADDING_PRODUCTS}
         added = {x for m in members for k, x in enumerate(m.node.input)
-                 if (m.node.op_type in PRODUCTS and k >= 2) or (m.node.op_type not in PRODUCTS and group.kind in
-                                                                ("matmul", "conv"))}
+                 if (m.node.op_type in ADDING_PRODUCTS and k >= 2) or (m.node.op_type not in PRODUCTS and group.kind in
+                                                                       ("matmul", "conv"))} - multiplied
         # BatchNormalization's running mean and variance (inputs 3 and 4), a recurrent layer's initial zeros:
         # never trained
         statistics = {x for m in members if m.node.op_type == "BatchNormalization" for x in m.node.input[3:5]}
