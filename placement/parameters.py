@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from placement.errors import InvalidParameterError
 
 
-def one_of(name: str, value: Any, choices: Iterable[str]) -> str:
-    """``value`` when it is one of ``choices``."""
+def one_of(name: str, value: Any, choices: Iterable[str], *, show: Callable[[Any], str] = repr) -> str:
+    """``value`` when it is one of ``choices``; a refusal names it as ``show`` writes it."""
     choices = tuple(choices)
     if not isinstance(value, str) or value not in choices:
-        raise InvalidParameterError(name, f"must be one of {', '.join(map(repr, choices))}, not {value!r}")
+        raise InvalidParameterError(name, f"must be one of {', '.join(map(repr, choices))}, not {show(value)}")
     return value
 
 
@@ -27,9 +27,9 @@ MAX_TIME_LIMIT = 1e9
 
 
 def integer(name: str, value: Any, *, smallest: int = 0, largest: int | None = None,
-            optional: bool = False) -> int | None:
+            optional: bool = False, show: Callable[[Any], str] | None = None) -> int | None:
     """``value`` when it is an integer ≥ ``smallest`` and ≤ ``largest`` (``None`` too when ``optional``);
-    bools are not integers."""
+    bools are not integers. A refusal names ``value`` as ``show`` writes it (default :func:`shown`)."""
     if value is None and optional:
         return None
     if (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < smallest
@@ -38,11 +38,12 @@ def integer(name: str, value: Any, *, smallest: int = 0, largest: int | None = N
             noun = f"an integer from {smallest} to {largest}"
         else:
             noun = {0: "a non-negative integer", 1: "a positive integer"}.get(smallest, f"an integer ≥ {smallest}")
-        raise InvalidParameterError(name, f"must be {noun}{' or None' if optional else ''}, not {_shown(value)}")
+        raise InvalidParameterError(name, f"must be {noun}{' or None' if optional else ''}, "
+                                          f"not {(show or shown)(value)}")
     return int(value)
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     """``repr(value)``, cut short for a huge one (an error message is one readable line)."""
     if isinstance(value, int) and abs(value) >= 10**30:
         return f"an integer of about {int(abs(value).bit_length() * 0.30103) + 1} digits"
@@ -66,7 +67,7 @@ def number(name: str, value: Any, *, positive: bool = False, below_one: bool = F
     if not ok:
         what = ("a finite number " + ("> 0" if positive else "≥ 0") + (" and < 1" if below_one else "")
                 + (f" and ≤ {largest:g}" if largest is not None else ""))
-        raise InvalidParameterError(name, f"must be {what}{' or None' if optional else ''}, not {_shown(value)}")
+        raise InvalidParameterError(name, f"must be {what}{' or None' if optional else ''}, not {shown(value)}")
     return float(value) + 0.0   # -0 reads as 0
 
 

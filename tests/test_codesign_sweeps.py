@@ -536,6 +536,31 @@ def test_sweep_spec_files(tmp_path):
     assert str(caught.value) == f"{spec}: objectives must be one of 'throughput', 'perf-per-watt', not 'energy'"
 
 
+def test_a_sweep_file_s_values_are_named_as_the_file_writes_them(tmp_path):
+    # chips [true], random_budget true, objectives [null] and models [["a"]] were named in Python's spelling
+    # ("chips must be a positive integer, not True", "objectives must be one of ..., not None", "not ['a']")
+    spec = tmp_path / "spec.json"
+    base = {"models": ["gnmt-training"], "chips": [1], "budgets": [[606.68, 300]]}
+    cases = (({"chips": [True]}, "chips must be a positive integer, not true"),
+             ({"chips": [None]}, "chips must be a positive integer, not null"),
+             ({"chips": [10 ** 40]}, None),
+             ({"random_budget": True}, "random_budget must be a positive integer, not true"),
+             ({"seed": None}, "seed must be an integer from 0 to 2147483647, not null"),
+             ({"seed": -10 ** 40}, "seed must be an integer from 0 to 2147483647, not an integer of about 41 digits"),
+             ({"objectives": [None]}, "objectives must be one of 'throughput', 'perf-per-watt', not null"),
+             ({"baselines": [False]}, "baselines must be one of 'wham', 'random', 'fixed', not false"),
+             ({"models": [["a"]]}, "models must list file paths, not an array"),
+             ({"grids": [{"name": "g"}]}, "grids must list file paths (or null), not an object"))
+    for fields, message in cases:
+        spec.write_text(json.dumps({**base, **fields}))
+        if message is None:   # a huge chip count is a count
+            assert sweep.load_spec(spec).chips == (10 ** 40,)
+            continue
+        with pytest.raises(InvalidInstanceError) as caught:
+            sweep.load_spec(spec)
+        assert str(caught.value) == f"{spec}: {message}"
+
+
 def test_a_sweep_file_s_counts_written_as_whole_floats_read_as_integers(tmp_path):
     # chips 2.0, random_budget 8.0 and seed 1.0 were refused ("chips must be a positive integer, not 2.0"), where
     # instance, plan and grid files read 2.0 as 2; read so, a configuration has the id it has with chips 2

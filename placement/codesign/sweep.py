@@ -95,9 +95,9 @@ class SweepSpec:
             for value in getattr(self, name):
                 if not isinstance(value, allowed):
                     raise InvalidParameterError(name, f"must list file paths{' (or null)' * (name == 'grids')}, "
-                                                      f"not {value!r}")
+                                                      f"not {_as_written(value)}")
         for k in self.chips:
-            parameters.integer("chips", k, smallest=1)
+            parameters.integer("chips", k, smallest=1, show=_as_written)
         for budget in self.budgets:
             if not (isinstance(budget, (tuple, list)) and len(budget) == 2):
                 shown = json.dumps(list(budget), default=repr) if isinstance(budget, (tuple, list)) else \
@@ -110,20 +110,27 @@ class SweepSpec:
                 raise InvalidParameterError("budgets", f"must be [area_mm2, power_w] pairs of finite numbers > 0, "
                                                        f"not {json.dumps(list(budget), default=repr)}") from None
         for objective in self.objectives:
-            parameters.one_of("objectives", objective, ("throughput", "perf-per-watt"))
+            parameters.one_of("objectives", objective, ("throughput", "perf-per-watt"), show=_as_written)
         for flag in self.homogeneous:
             if not is_flag(flag):   # named as a spec file writes them
                 raise InvalidParameterError("homogeneous", f"must hold true or false, not {json_value_text(flag)}")
         for baseline in self.baselines:
-            parameters.one_of("baselines", baseline, ("wham", "random", "fixed"))
-        parameters.integer("random_budget", self.random_budget, smallest=1)
-        parameters.integer("seed", self.seed, largest=parameters.MAX_SEED)
+            parameters.one_of("baselines", baseline, ("wham", "random", "fixed"), show=_as_written)
+        parameters.integer("random_budget", self.random_budget, smallest=1, show=_as_written)
+        parameters.integer("seed", self.seed, largest=parameters.MAX_SEED, show=_as_written)
 
     @property
     def size(self) -> int:
         """The number of configurations."""
         return (len(self.models) * len(self.chips) * len(self.budgets) * len(self.grids) * len(self.objectives)
                 * len(self.homogeneous))
+
+
+def _as_written(value: Any) -> str:
+    """A value of a specification as a sweep file writes it (``true``, ``null``, ``NaN``, an array by its type),
+    as every check of :class:`SweepSpec` names it; a huge integer cut short."""
+    return parameters.shown(value) if isinstance(value, int) and not isinstance(value, bool) else \
+        json_value_text(value)
 
 
 def load_spec(path: str | Path) -> SweepSpec:
