@@ -178,9 +178,8 @@ def _least_bound(graph: Graph) -> tuple[float, float]:
     least pair is the least bound); ``(0, 0)`` without types."""
     if not len(graph.memcap):
         return 0.0, 0.0
-    low = np.zeros_like(graph.memcap) if graph.memcap_lo is None else graph.memcap_lo
-    t = min(range(len(graph.memcap)), key=lambda t: (graph.memcap[t], low[t]))
-    return float(graph.memcap[t]), float(low[t])
+    t = min(range(len(graph.memcap)), key=lambda t: (graph.memcap[t], graph.memcap_lo[t]))
+    return float(graph.memcap[t]), float(graph.memcap_lo[t])
 
 
 @dataclass(frozen=True)

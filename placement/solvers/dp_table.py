@@ -62,12 +62,12 @@ class Graph:
     memcap: np.ndarray
     pays: np.ndarray
     work_nodes: np.ndarray  # (N, T+1) per node: pmin(v), then p_t(v) (inf if unsupported)
-    memory_exact: bool = True  # memory in whole numbers whose sums are exact, in one part or two (_split_memory)
     #: where one float per size would not sum exactly: sizes and bounds as ``mem · mem_scale + mem_lo``
     #: (:func:`_split_memory`); else ``mem_lo`` and ``memcap_lo`` 0 and ``mem_scale`` 1
-    mem_lo: np.ndarray | None = None    # (S, 1)
-    memcap_lo: np.ndarray | None = None
-    mem_scale: float = 1.0
+    mem_lo: np.ndarray      # (S, 1)
+    memcap_lo: np.ndarray
+    mem_scale: float
+    memory_exact: bool = True  # memory in whole numbers whose sums are exact, in one part or two (_split_memory)
 
 
 @dataclass(frozen=True)
@@ -149,8 +149,8 @@ def build_graph(problem: Instance, contraction: Contraction, relaxed_memory: boo
     return Graph(contraction, comp, unsup, mem, pmin, pred_ptr, pred_idx, touch_ptr, touch_idx,
                  groups[eligible].astype(np.int64), out_cost[eligible],
                  np.array(capacity, dtype=np.float64),
-                 np.array([t.pays_comm for t in types], dtype=np.bool_), work_nodes,
-                 unit is not None or split is not None, mem_lo, np.array(capacity_lo, dtype=np.float64), mem_scale)
+                 np.array([t.pays_comm for t in types], dtype=np.bool_), work_nodes, mem_lo,
+                 np.array(capacity_lo, dtype=np.float64), mem_scale, unit is not None or split is not None)
 
 
 def _split_memory(sizes: list[float], bounds: list[float], of: np.ndarray,
@@ -511,8 +511,7 @@ def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
     store_bits = keep_bits or not nested
     start_compiled = starts_compiled(n, graph, layers, compiled)
     kernels = K.kernels(start_compiled)
-    mem_lo = np.zeros_like(graph.mem) if graph.mem_lo is None else graph.mem_lo
-    values = np.hstack([graph.comp, graph.unsup, graph.mem, mem_lo, graph.pmin]).astype(np.float64)
+    values = np.hstack([graph.comp, graph.unsup, graph.mem, graph.mem_lo, graph.pmin]).astype(np.float64)
     budget = memory_budget()
     fixed = check_memory(n, graph, layers, budget, store_bits)
     sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cutc, done = kernels.family_data(
@@ -601,19 +600,19 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
         _move_to_compiled(data, run_units(data.comp_t, n_layers, ceiling), progress)
     most = chunk
     pairs = FIRST_PAIRS
-    memcap_lo = np.zeros_like(graph.memcap) if graph.memcap_lo is None else graph.memcap_lo
     lo = 0
     while lo < n:
         hi = min(n, lo + chunk)
         began = time.perf_counter()
         window = int(counters[K.WINDOW])
         hi = int(data.kernels.dp_range(lo, hi, data.bits, data.comp_t, data.unsup_t, data.mem, data.mem_lo,
-                                       graph.memcap, memcap_lo, graph.mem_scale, graph.pays, data.cutc, data.cut_lo,
-                                       data.cut_hi, data.cut_buf, data.cut_count, graph.cost, data.max_lo,
-                                       data.max_hi, data.max_buf, data.order, data.pos, layers.prev, layer_cap,
-                                       rest_cap, rest_devices, pmin, pmin_total, full, ceiling, stages is not None,
-                                       size, popcount, data.nested, data.added, data.reach, graph.touch_ptr,
-                                       graph.touch_idx, graph.degree, inside, dp, parent, choice, counters, pairs))
+                                       graph.memcap, graph.memcap_lo, graph.mem_scale, graph.pays, data.cutc,
+                                       data.cut_lo, data.cut_hi, data.cut_buf, data.cut_count, graph.cost,
+                                       data.max_lo, data.max_hi, data.max_buf, data.order, data.pos, layers.prev,
+                                       layer_cap, rest_cap, rest_devices, pmin, pmin_total, full, ceiling,
+                                       stages is not None, size, popcount, data.nested, data.added, data.reach,
+                                       graph.touch_ptr, graph.touch_idx, graph.degree, inside, dp, parent, choice,
+                                       counters, pairs))
         now = time.perf_counter()
         took = max(now - began, 1e-6)
         # the next chunk: as many ideals as take about CHUNK_S at this chunk's pace (later ideals have more
