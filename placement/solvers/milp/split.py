@@ -209,6 +209,13 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
     m_b = dict(zip(backward, mem.sizes[G:G + len(backward)]))
     a_g = mem.sizes[G + len(backward):2 * G + len(backward)]
     m_x = dict(zip(kept_tensors, mem.sizes[2 * G + len(backward):-1]))
+    # the same sizes exactly as written, where the rows round them to admit every plan that fits: what the
+    # footprint and the cuts of :func:`.driver.refitted` are decided on
+    exact = list(written()) if mem.admitting else [Fraction(0)] * len(mem.sizes)
+    w_g = exact[:G]
+    w_b = dict(zip(backward, exact[G:G + len(backward)]))
+    w_a = exact[G + len(backward):2 * G + len(backward)]
+    w_x = dict(zip(kept_tensors, exact[2 * G + len(backward):-1]))
     load_ub = q(largest) + 1
 
     def held_bytes(x_: int) -> bool:
@@ -361,8 +368,7 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
         # reads x (the W call receives it); h[s,n] = 1 iff H_s = n (one-hot, so the memory rows stay linear)
         # on the sizes as written: rows rounded to admit every plan that fits may round a footprint to 0, which
         # the held count must still be known for (:func:`.driver.refitted`)
-        footprint_on = mem.binds and (any(a_g) or any(m_x.values())
-                                      or (mem.admitting and any(written()[G + len(backward):-1])))
+        footprint_on = mem.binds and (any(a_g) or any(m_x.values()) or any(w_a) or any(w_x.values()))
         if footprint_on:
             x_readers: dict[int, list[int]] = {}
             for u in backward:
@@ -514,7 +520,6 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
         stats[ADMITTING] = True
     raw = run_solver(be, options, progress, 1.0 / scaling.scale, fallback, lower)
     if mem.admitting:
-        exact = list(written())
         bounds = [as_written(problem.device_types[t].memory) if math.isfinite(problem.device_types[t].memory)
                   else None for t in types]
 
@@ -533,11 +538,9 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
                 moved = [u for u in backward if (u, s) in V.bm and value(V.bm[u, s]) > 0.5]
                 kept = [x_ for x_ in kept_tensors if (x_, s) in V.k and value(V.k[x_, s]) > 0.5] if footprint_on else []
                 times = next((n_ for (s2, n_), var in V.h.items() if s2 == s and value(var) > 0.5), 0)
-                need = (sum((exact[g] for g in held), Fraction(0))
-                        + sum((exact[G + backward.index(u)] for u in moved), Fraction(0))
-                        + times * (sum((exact[G + len(backward) + g] for g in held), Fraction(0))
-                                   + sum((exact[2 * G + len(backward) + kept_tensors.index(x_)] for x_ in kept),
-                                         Fraction(0))))
+                need = (sum((w_g[g] for g in held), Fraction(0)) + sum((w_b[u] for u in moved), Fraction(0))
+                        + times * (sum((w_a[g] for g in held), Fraction(0))
+                                   + sum((w_x[x_] for x_ in kept), Fraction(0))))
                 if need <= bounds[ks[0]]:
                     continue
                 over = True
