@@ -498,3 +498,79 @@ def test_a_value_added_to_a_product_and_multiplied_in_it_is_one_operand_of_it(fo
     assert charged == gemms == {"parameter": 8192, "activation": 24576, "model input": 16384}[form]
     assert [(op.backward_factor(g), op.weight_factor(g)) for op, g in products] == {
         "parameter": [(1.0, 1.0)], "activation": [(1.0, 1.0), (2.0, 1.0)], "model input": [(2.0, 1.0)]}[form]
+
+
+# equation, operands (x: a model input, needing a gradient where upper case; w: trained, f: frozen; c: computed
+# from an input and a trained scale; r1: operand 1 again), shapes; then backward FLOPs, their weight part,
+# kernels (all, weight part's), and the gradient's GEMMs (m, n, k) or multiplies (elements)
+EINSUMS = {
+    "input needing none": ("ij,jk,kl->il", "x w w", [(2, 3), (3, 4), (4, 5)], 208, 128, (3, 2),
+                           [(3, 4, 2), (2, 4, 5), (4, 5, 2)]),
+    "input needing one": ("ij,jk,kl->il", "X w w", [(2, 3), (3, 4), (4, 5)], 256, 128, (4, 2),
+                          [(2, 3, 4), (3, 4, 2), (2, 4, 5), (4, 5, 2)]),
+    "first weight frozen": ("ij,jk,kl->il", "x f w", [(2, 3), (3, 4), (4, 5)], 80, 80, (1, 1), [(4, 5, 2)]),
+    "last weight frozen": ("ij,jk,kl->il", "x w f", [(2, 3), (3, 4), (4, 5)], 128, 48, (2, 1),
+                           [(3, 4, 2), (2, 4, 5)]),
+    "parameters alone": ("ij,jk,kl->il", "w w w", [(2, 3), (3, 4), (4, 5)], 256, 256, (4, 4),
+                         [(2, 3, 4), (3, 4, 2), (2, 4, 5), (4, 5, 2)]),
+    "computed, repeated": ("ij,jk,kl,lm->im", "c w r1 x", [(8, 9), (9, 9), (9, 11)], 6768, 2592, (5, 2),
+                           [(8, 9, 9), (9, 9, 8), (8, 9, 9), (9, 9, 8), (8, 9, 11)]),
+    "ellipsis": ("...ij,jk,kl->...il", "X w f", [(2, 3, 4, 5), (5, 6), (6, 7)], 4896, 1440, (3, 1),
+                 [(24, 5, 6), (5, 6, 24), (24, 6, 7)]),
+    "multiplies": ("bi,bj,bk->bijk", "x w w", [(4, 3), (4, 5), (4, 6)], 780, 420, (3, 2), [60, 360, 360]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EINSUMS))
+def test_an_einsum_of_three_or_more_operands_differentiates_each_of_its_products(case, monkeypatch):
+    """An einsum of three or more operands runs products of two (``ij,jk,kl->il``: ``x·W1``, 48 FLOPs, then
+    ``(x·W1)·W2``, 80), and autograd differentiates each: one product of its size per factor that needs a
+    gradient, a factor that is a product needing one where any of its operands does. ``x`` needing none: 48
+    for ``W1`` and 2 · 80, 208 as FlopCounterMode counts, where one GEMM per operand, at most 2, charged 256;
+    the weight part, 48 + 80, those of factors computed from parameters alone (``x·W1`` is not one: its
+    gradient is an activation's, as between two matmuls), in 2 kernels of the 3. A product that sums no index
+    both factors share multiplies (``bi,bj,bk->bijk``: 60 and 360 elements; FlopCounterMode counts no
+    multiply); its gradient multiplies as often."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from torch import nn
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from placement.io.torch_export import export_program, graph_from_program
+
+    equation, kinds, shapes, backward, weight, kernels, gradient_ops = EINSUMS[case]
+    kinds = kinds.split()
+    monkeypatch.setattr(torch.backends.opt_einsum, "enabled", False)   # left to right, whatever is installed
+    torch.manual_seed(0)
+    given = iter(shapes)
+    shape_of = [None if kind.startswith("r") else next(given) for kind in kinds]
+
+    class Einsum(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = nn.Parameter(torch.tensor(2.0))
+            self.w = nn.ParameterList(nn.Parameter(torch.randn(*shape), requires_grad=kind == "w")
+                                      for kind, shape in zip(kinds, shape_of) if kind in "wf")
+
+        def forward(self, *inputs):
+            values, weights, given = [], iter(self.w), iter(inputs)
+            for kind in kinds:
+                values.append(next(weights) if kind in "wf" else values[int(kind[1])] if kind.startswith("r")
+                              else torch.sin(next(given)) * self.scale if kind == "c" else next(given))
+            return torch.einsum(equation, *values)
+
+    inputs = tuple(torch.randn(*shape, requires_grad=kind == "X") for kind, shape in zip(kinds, shape_of)
+                   if kind in "xXc")
+    model = Einsum()
+    graph = graph_from_program(export_program(model, inputs), "Einsum")
+    (op, gradient), = [(op, g) for op, g in zip(graph.ops, gradient_flow(graph)) if "einsum" in op.target]
+    out = model(*inputs)
+    with FlopCounterMode(display=False) as counter:
+        out.sum().backward()
+    gemm_flops = sum(2 * s.m * s.n * s.k * s.batch for s in op.backward_operators(gradient) if s.kind == "gemm")
+    assert gemm_flops == counter.get_total_flops()
+    assert (op.backward_flops(gradient), op.weight_factor(gradient) * op.flops) == (backward, weight)
+    assert (op.backward_kernels(gradient), op.weight_kernels(gradient)) == kernels
+    assert kernels[0] == len(op.backward_operators(gradient))
+    assert [(s.m, s.n, s.k) if s.kind == "gemm" else s.elements for s in op.backward_operators(gradient)] \
+        == gradient_ops
+    assert op.backward_bytes(gradient) == op.bytes_moved * backward / op.flops

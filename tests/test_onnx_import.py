@@ -1004,7 +1004,9 @@ def test_a_value_added_to_a_product_and_multiplied_in_it_is_one_operand_of_it():
     """``Gemm(h, W, h)`` (``addmm(h, h, W)``) and ``Gemm(X, P, P)`` add a value to the product and multiply by it:
     its gradient through the product is a GEMM, as autograd runs it. Read as an added term alone, ``h`` was no
     operand (one GEMM charged where autograd runs two) and ``P`` no weight (none where autograd runs one). An
-    ``Einsum``'s third operand is multiplied, not added: it was read as a Gemm's ``C``."""
+    ``Einsum``'s third operand is multiplied, not added: it was read as a Gemm's ``C``. Its products, ``X·W3``
+    then ``(X·W3)·h`` (128 FLOPs each), have gradients for ``W3`` (a weight's) and for both factors of the
+    second, ``h`` needing one: 3 · 128 for 256 forward, 1.5, the weight part 0.5."""
     from placement.io.opgraph import gradient_flow
 
     rng = np.random.default_rng(0)
@@ -1020,7 +1022,31 @@ def test_a_value_added_to_a_product_and_multiplied_in_it_is_one_operand_of_it():
     factors = {op.name: (op.backward_factor(g), op.weight_factor(g)) for op, g in zip(graph.ops, gradient_flow(graph))
                if op.kind == "matmul"}
     assert factors == {"/first/Gemm": (1.0, 1.0), "/addmm/Gemm": (2.0, 1.0), "/both/Gemm": (1.0, 1.0),
-                       "/einsum/Einsum": (2.0, 1.0)}
+                       "/einsum/Einsum": (1.5, 0.5)}
+
+
+def test_an_einsum_of_three_operands_has_the_gradient_of_each_of_its_products():
+    """``Einsum(X, W1, W2)``, ij,jk,kl->il on ``X`` [2, 3] (a model input: no gradient) and trained ``W1`` [3, 4],
+    ``W2`` [4, 5], as the torch importer has it: left to right, ``X·W1`` (48 FLOPs) then ``(X·W1)·W2`` (80); its
+    gradient ``W1``'s of the first and both factors' of the second, 208 FLOPs in 3 kernels (as FlopCounterMode
+    counts for torch.einsum), of which the weight gradients ``W1``'s and ``W2``'s, 48 + 80 in 2 kernels: the
+    W part of the split backward. One GEMM per operand, at most 2, charged 256, all of it weight gradient."""
+    from placement.costmodel.roofline import bundled_catalogue, roofline_ms
+    from placement.io.opgraph import gradient_flow, weight_time_ms
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+             for name, shape in (("W1", (3, 4)), ("W2", (4, 5)))]
+    model = _graph([helper.make_node("Einsum", ["X", "W1", "W2"], ["Y"], name="/e/Einsum", equation="ij,jk,kl->il")],
+                   [("X", [2, 3])], ["Y"], inits)
+    graph = graph_from_onnx(model, "e")
+    (op,), (gradient,) = graph.ops, gradient_flow(graph)
+    assert (op.flops, op.backward_flops(gradient), op.weight_factor(gradient) * op.flops) == (128.0, 208.0, 128.0)
+    assert (op.backward_kernels(gradient), op.weight_kernels(gradient)) == (3, 2)
+    assert [(s.m, s.n, s.k) for s in op.backward_operators(gradient)] == [(3, 4, 2), (2, 4, 5), (4, 5, 2)]
+    device = next(iter(bundled_catalogue().values()))
+    pg = group_ops(graph, "operator")
+    assert weight_time_ms(pg, 0, device) == roofline_ms(128.0, op.bytes_moved, device, op.dtype, 2)
 
 
 def test_batch_norm_statistics_are_not_trained():

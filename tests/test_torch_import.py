@@ -783,6 +783,27 @@ def test_an_einsum_of_more_operands_runs_its_products_in_aten_s_order():
     assert outer == [((4, 3, 5, 1), True), ((4, 15, 6, 1), True)] and einsum_flops(outer) == 420
 
 
+def test_an_einsum_s_products_know_the_operands_of_their_factors():
+    """Each product of two of an einsum's operands is made of operands of the equation, which autograd
+    differentiates product by product: ij,jk,kl,lm->im on A [20, 2], B [2, 20], C [20, 2], D [2, 20] by the path
+    (0, 1), (0, 1), (0, 1) multiplies A·B, C·D, then AB·CD; left to right, AB·C then ABC·D. With D alone
+    trained, the gradient of C·D (the GEMM (batch, m, n, k) = (1, 20, 20, 2)) is D's, ``dD = Cᵀ·dCD``, (1, 2, 20,
+    20), and that of AB·CD is CD's, ``dCD = ABᵀ·dY``, (1, 20, 20, 20): both weight gradients where C is a frozen
+    parameter (CD is then computed from parameters alone), the second not where C is a model input."""
+    from placement.io.layer_gemms import einsum_contractions, einsum_gradients
+
+    shapes = [(20, 2), (2, 20), (20, 2), (2, 20)]
+    paired = einsum_contractions("ij,jk,kl,lm->im", shapes, [0, 1, 0, 1, 0, 1])
+    assert [(first, second) for _, _, first, second in paired] == [((0,), (1,)), ((2,), (3,)), ((0, 1), (2, 3))]
+    ordered = einsum_contractions("ij,jk,kl,lm->im", shapes)
+    assert [(first, second) for _, _, first, second in ordered] == [((0,), (1,)), ((0, 1), (2,)), ((0, 1, 2), (3,))]
+    frozen = [(False, False), (False, False), (False, True), (True, True)]
+    assert einsum_gradients(paired, frozen) == [((1, 2, 20, 20), False, True), ((1, 20, 20, 20), False, True)]
+    given = [(False, False), (False, False), (False, False), (True, True)]
+    assert einsum_gradients(paired, given) == [((1, 2, 20, 20), False, True), ((1, 20, 20, 20), False, False)]
+    assert einsum_gradients(ordered, given) == [((1, 2, 20, 20), False, True)]
+
+
 def test_index_tables_and_weight_norm_have_cost_formulas():
     """``tril_indices`` makes a table of indices from sizes alone (a constant, as ``arange``), weight_norm's
     ``_weight_norm`` divides a weight by its norm (a normalisation of its 36 elements: 5 · 36 = 180): both

@@ -8,7 +8,9 @@ is summed before, at no GEMM cost. An ellipsis stands for the dimensions it cove
 right as in broadcasting. An einsum that sums no index both operands share (``bi,bj->bij``) is a
 broadcast multiply, no GEMM (:func:`einsum_multiplies`). One of three or more operands runs one such
 product of two at a time (:func:`einsum_products`, ATen's order), an index kept while the output or an
-operand not yet multiplied has it.
+operand not yet multiplied has it. Autograd differentiates each such product (:func:`einsum_gradients`):
+one product of its size for each of its two factors that needs a gradient, a factor that is the product
+of several operands needing one where any of them does.
 
 Recurrent layer (:func:`recurrent_gemms`), per layer and direction: the input projection of all ``T``
 steps at once (``(T·N, G·H, I)``, role ``input`` for the first layer, ``input+`` for the others), the
@@ -29,6 +31,8 @@ from placement.io import operator_shapes as shapes
 
 Shape = Sequence[int]
 Gemm = tuple[int, int, int, int]
+#: a product of two of an einsum's operands: its GEMM, whether it multiplies, and the operands of its factors
+Contraction = tuple[Gemm, bool, tuple[int, ...], tuple[int, ...]]
 
 
 def einsum_terms(equation: object, operands: Sequence[Shape]) -> tuple[list[str], str, dict[str, int]] | None:
@@ -82,6 +86,14 @@ def einsum_products(equation: object, operands: Sequence[Shape], path: object = 
     each product taking the place of the first operand; each as its GEMM ``(batch, m, n, k)`` and whether
     it multiplies (sums no index both share, ``k`` then 1). ``[]`` for one operand (a sum or a permutation:
     no product), ``None`` for an equation or a path that does not fit the operands."""
+    found = einsum_contractions(equation, operands, path)
+    return None if found is None else [(gemm, multiplies) for gemm, multiplies, _, _ in found]
+
+
+def einsum_contractions(equation: object, operands: Sequence[Shape], path: object = None
+                        ) -> list[Contraction] | None:
+    """:func:`einsum_products`, each product with the positions of the operands (in the equation's
+    order) that its first and its second factor are made of: one operand, or the product of several."""
     parsed = einsum_terms(equation, operands)
     if parsed is None:
         return None
@@ -97,7 +109,8 @@ def einsum_products(equation: object, operands: Sequence[Shape], path: object = 
         return math.prod(size[c] for c in chars)
 
     left = [set(t) for t in terms]
-    steps: list[tuple[Gemm, bool]] = []
+    held = [(k,) for k in range(len(terms))]   # the operands each of ``left`` is made of
+    steps: list[Contraction] = []
     for step in range(len(terms) - 1):
         i, j = pairs[step] if pairs is not None else (0, 1)
         if i == j or not (0 <= i < len(left) and 0 <= j < len(left)):
@@ -107,10 +120,31 @@ def einsum_products(equation: object, operands: Sequence[Shape], path: object = 
         a, b = left[i] & (left[j] | kept), left[j] & (left[i] | kept)   # one's own dropped indices summed before
         summed = (a & b) - kept
         steps.append(((group(a & b & kept), group((a - b) & kept), group((b - a) & kept), group(summed)),
-                      not summed))
+                      not summed, held[i], held[j]))
         made = (a | b) & kept
+        both = tuple(sorted(held[i] + held[j]))
+        others = [h for k, h in enumerate(held) if k not in (i, j)]
         left = rest + [made] if pairs is not None else [made] + rest
+        held = others + [both] if pairs is not None else [both] + others
     return steps
+
+
+def einsum_gradients(contractions: Sequence[Contraction], operands: Sequence[tuple[bool, bool]]
+                     ) -> list[tuple[Gemm, bool, bool]]:
+    """The products autograd runs for the gradient of an einsum's products (:func:`einsum_contractions`),
+    given per operand whether it needs a gradient and whether it is computed from parameters alone: per
+    product, one of its size for each factor that needs a gradient (one of its operands does), in the
+    product's order: the first factor's ``dA = dC·Bᵀ``, GEMM ``(batch, m, k, n)``, then the second's
+    ``dB = Aᵀ·dC``, ``(batch, k, n, m)``; a product that multiplies, a multiply of its size for each.
+    Each as its GEMM, whether it multiplies, and whether it is a weight gradient (its factor computed
+    from parameters alone)."""
+    out: list[tuple[Gemm, bool, bool]] = []
+    for (batch, m, n, k), multiplies, first, second in contractions:
+        for factor, gemm in ((first, (batch, m, k, n)), (second, (batch, k, n, m))):
+            if any(operands[p][0] for p in factor):
+                weight = all(operands[p][1] for p in factor)
+                out.append(((batch, m, n, k) if multiplies else gemm, multiplies, weight))
+    return out
 
 
 def einsum_flops(steps: list[tuple[Gemm, bool]]) -> int:

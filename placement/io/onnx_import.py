@@ -138,7 +138,7 @@ from collections import Counter
 from decimal import Decimal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.codesign.workload import Operator
@@ -539,6 +539,40 @@ def _einsum_products(node: Any, ins: list[_Tensor | None]) -> list[tuple[tuple[i
     if None in ins:
         return None
     return layer_gemms.einsum_products(_attribute(node, "equation"), [t.shape for t in ins])
+
+
+def _einsum_contractions(node: Any, ins: list[_Tensor | None]) -> list[layer_gemms.Contraction] | None:
+    """:func:`_einsum_products` with the operands of each product's factors
+    (:func:`placement.io.layer_gemms.einsum_contractions`)."""
+    if None in ins:
+        return None
+    return layer_gemms.einsum_contractions(_attribute(node, "equation"), [t.shape for t in ins])
+
+
+def _einsum_operands(anchor: _Node, kind: str, producers: Mapping[str, tuple[int, int]],
+                     derived: Mapping[str, tuple[str, ...]], statistics: set[str], tied: Mapping[str, str]
+                     ) -> tuple[tuple[layer_gemms.Contraction, ...], tuple[tuple[int, int] | str | None, ...]]:
+    """An ``Einsum`` of three or more inputs costed as its products (``kind`` matmul): those products with the
+    operands of their factors, left to right (:func:`placement.io.layer_gemms.einsum_contractions`), and its
+    inputs in order (:attr:`placement.io.opgraph.Op.operands`): the outputs of the operators that make them
+    (``producers``), else their names, a parameter by its tied name, and a value laid out anew from
+    parameters (``derived``) by the name of the first of them that is trained; ``()`` twice otherwise."""
+    node = anchor.node
+    if kind != "matmul" or node.op_type != "Einsum" or len(node.input) < 3:
+        return (), ()
+    found = _einsum_contractions(node, list(anchor.ins))
+    if not found:
+        return (), ()
+    operands: list[tuple[int, int] | str | None] = []
+    for t in node.input:
+        if t in producers:
+            operands.append(producers[t])
+        elif t in derived:
+            first = next((p for p in derived[t] if p not in statistics), derived[t][0])
+            operands.append(tied.get(first, first))
+        else:
+            operands.append(tied.get(t, t) if t else None)
+    return tuple(found), tuple(operands)
 
 
 def _recurrent_gemms(node: Any, ins: list[_Tensor | None]) -> list[tuple[str, tuple[int, int, int, int]]]:
@@ -1265,6 +1299,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         label = "+".join(m.label for m in members)
         index = len(ops)
         recurrent, state = (), ()
+        contractions, operands = _einsum_operands(anchor, group.kind, producers, derived, statistics, tied)
         if group.kind == "recurrent":   # its gradient GEMMs, and the reads that are its initial state
             recurrent = layer_gemms.recurrent_gradients(_recurrent_gemms(anchor.node, list(anchor.ins)))
             state = tuple(producers[t] if t in producers else tied.get(t, t)
@@ -1272,7 +1307,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         ops.append(Op(anchor.name, label, group.kind, anchor.dtype, float(flops), moved, outputs, tuple(reads),
                       tuple(used_params), path, path, operators,
                       tuple(inputs_read), tuple(o is not None and o.floating for o in last.outs),
-                      recurrent=recurrent, state=state, repeated=tuple(repeated), added=tuple(added_reads)))
+                      recurrent=recurrent, state=state, repeated=tuple(repeated), added=tuple(added_reads),
+                      contractions=contractions, operands=operands))
         for j, t in enumerate(last.node.output):
             if t:
                 producers[t] = (index, j)

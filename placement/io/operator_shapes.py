@@ -39,7 +39,9 @@ gradient. The backward work of a matmul or convolution is therefore the forward 
 as in :mod:`placement.io.opgraph`, and its weight gradient (the second GEMM) is the part that
 :func:`placement.io.opgraph.weight_time_ms` times when the operator reads a trained parameter.
 A gradient GEMM is left out where its operand needs no gradient (a frozen weight, an input that
-needs none: :func:`placement.io.opgraph.gradient_flow`).
+needs none: :func:`placement.io.opgraph.gradient_flow`). An einsum of three or more operands has, for
+each of its products of two, these gradient GEMMs (or multiplies) of the factors that need a gradient
+(:func:`placement.io.layer_gemms.einsum_gradients`), not :func:`backward`'s.
 """
 
 from __future__ import annotations

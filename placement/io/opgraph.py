@@ -31,6 +31,7 @@ gradient work is ``BACKWARD_FACTOR[k]`` times its forward FLOPs and bytes:
 kind                                           factor  why
 =============================================  ======  ==================================
 matmul (linear, mm, bmm, matmul), conv          2       gradients for the input and the weight
+einsum of three or more operands                below   its products' gradient GEMMs
 LSTM, GRU, RNN                                  below   its gradient GEMMs through time
 attention (scaled dot-product)                  2.5     five matmuls backward for two forward
 norm (layer/batch/group norm), softmax          2       statistics recomputed, two passes
@@ -61,6 +62,16 @@ needing no gradient, has factor 0), but the layer's output needs a gradient. Nor
 term added to the product (``Op.added``: a bias sliced from a packed one or cast, ``addmm``'s
 input): its gradient is the output's.
 
+An einsum of three or more operands runs products of two, one after another
+(:func:`placement.io.layer_gemms.einsum_contractions`), and autograd differentiates each: per
+product, one product of its size (a GEMM, or a multiply where the product sums no index both
+factors share) for each of its two factors that needs a gradient, a factor that is the product of
+several operands needing one where any of them does (:func:`placement.io.layer_gemms.einsum_gradients`).
+Its factor is their FLOPs over the forward's: ``ij,jk,kl->il`` on ``x [2, 3]``, whose gradient
+is not needed, and trained ``W1 [3, 4]``, ``W2 [4, 5]`` runs ``x·W1`` (48 FLOPs) then ``(x·W1)·W2``
+(80); backward one GEMM of the first (``W1``'s gradient) and two of the second, 208 FLOPs for 128
+forward, 1.625 (one GEMM per operand, at most 2, charged 256).
+
 A recurrent layer's gradient is its GEMMs (:func:`placement.io.layer_gemms.recurrent_gradients`):
 where it trains its weights, one weight gradient per forward GEMM (input, recurrent and
 projection), of the forward's size; wherever it runs backward, the hidden state's gradient
@@ -75,13 +86,17 @@ FLOPs over the forward's (``T = 7``, an RNN of 20 on inputs of 12 whose input ne
 A backward operator launches ``⌈factor⌉`` kernels (matmul and convolution one per GEMM: input
 and weight gradients; attention 3: the fused backward's preprocessing, main and gradient
 conversion kernels; normalisation and softmax 2; pointwise and the others 1; views and
-constants none), each paying the device's overhead.
+constants none), but an einsum of three or more operands one per product of its gradient, each
+paying the device's overhead.
 
 Split backward: a matmul or convolution spends one GEMM of its gradient work (one kernel, the
 forward's FLOPs and bytes) on the gradient of each operand that is a weight: a trained parameter,
 or a value computed from parameters alone (a parameter read through a transpose or a cast,
 ``x @ W.t()``; the product of two parameters, ``A @ B``, has two). An operator whose output is
-such a value spends all of its gradient work on weight gradient. Every other operator's gradient
+such a value spends all of its gradient work on weight gradient. An einsum of three or more operands
+spends on it the products of its gradient for factors computed from parameters alone (one kernel each:
+``W1``'s gradient of ``x·W1``, both gradients of ``W1·W2``; not that of ``x·W1`` in ``(x·W1)·W2``,
+which is an activation's, as it would be in two matmuls). Every other operator's gradient
 is activation gradient (bias and norm-scale gradients are small reductions, left there). A
 backward node records that weight-gradient time as ``fpgaWeightLatency`` and
 ``cpuWeightLatency`` (:func:`weight_time_ms`), the W part of the split-backward model.
@@ -124,6 +139,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from placement.costmodel.roofline import DeviceSpec, Platform, roofline_ms, transfer_ms
 from placement.codesign.workload import Operator
+from placement.io import layer_gemms
 from placement.io.operator_shapes import backward as backward_shapes, flops as gemm_flops, to_json
 from placement.io.tarnawski import parse_instance
 from placement.problem.instance import Instance
@@ -195,6 +211,10 @@ class Op:
     gradient needs one from then on. ``added`` are the reads and model inputs that a matmul or convolution
     adds to its product rather than multiplies (a bias sliced from a packed one, ``addmm``'s input), named as
     ``state`` is: no operand of a GEMM, whose gradient is the output's.
+    ``contractions`` are an einsum's products of two operands where it has three or more operands
+    (:func:`placement.io.layer_gemms.einsum_contractions`: each product's GEMM, whether it multiplies, and
+    the positions of the operands its two factors are made of), and ``operands`` those operands in the
+    equation's order, named as ``state`` is (``None``: a value that is none of these, which needs no gradient).
     ``dtype`` is the data type whose peak times its FLOPs (:func:`typed_integer_operators`: ``None`` as an
     importer writes an operator on integers or booleans alone).
     ``module_path`` are the qualified names of the module calls enclosing
@@ -223,6 +243,8 @@ class Op:
     repeated: tuple[tuple[int, int] | str, ...] = ()
     writes: tuple[tuple[int, int], ...] = ()
     added: tuple[tuple[int, int] | str, ...] = ()
+    contractions: tuple[layer_gemms.Contraction, ...] = ()
+    operands: tuple[tuple[int, int] | str | None, ...] = ()
 
     @property
     def out_bytes(self) -> float:
@@ -243,10 +265,13 @@ class Op:
 
     def backward_factor(self, gradient: Gradient) -> float:
         """Its gradient work in forward units (module docstring, "Training"): none where nothing
-        needs a gradient; a matmul or convolution one GEMM per operand that needs one (at most 2);
+        needs a gradient; an einsum of three or more operands the products of its gradient
+        (:meth:`einsum_gradient`); a matmul or convolution one GEMM per operand that needs one (at most 2);
         every other kind ``BACKWARD_FACTOR[kind]``."""
         if not gradient.needed:
             return 0.0
+        if self.contractions:
+            return layer_gemms.einsum_flops(self.einsum_gradient(gradient)) / self.flops if self.flops > 0 else 0.0
         if self.kind in WEIGHT_GRADIENT_KINDS:
             return float(min(2, gradient.inputs + gradient.weights))
         if self.kind == "recurrent" and self.recurrent and self.flops > 0:
@@ -266,9 +291,30 @@ class Op:
         return ((weights if gradient.weights else ()) + state + later + (first if gradient.inputs else ())
                 + (initial if gradient.state else ()))
 
+    def einsum_gradient(self, gradient: Gradient, weights_only: bool = False) -> list[tuple[layer_gemms.Gemm, bool]]:
+        """The products of an einsum's gradient (module docstring, "Training";
+        :func:`placement.io.layer_gemms.einsum_gradients`), each as its GEMM and whether it multiplies: for
+        each of its products, one for each factor that needs a gradient; with ``weights_only``, those of the
+        factors computed from parameters alone (all of them where its output is, ``weight_only``)."""
+        if not gradient.needed or not self.contractions:
+            return []
+        return [(gemm, multiplies) for gemm, multiplies, weight in
+                layer_gemms.einsum_gradients(self.contractions, gradient.operands)
+                if weight or gradient.weight_only or not weights_only]
+
     def backward_kernels(self, gradient: Gradient) -> int:
-        """Kernels of its gradient: ``⌈backward_factor⌉``."""
+        """Kernels of its gradient: one per product of an einsum's (:meth:`einsum_gradient`), else
+        ``⌈backward_factor⌉``."""
+        if self.contractions:
+            return len(self.backward_operators(gradient))
         return math.ceil(self.backward_factor(gradient))
+
+    def weight_kernels(self, gradient: Gradient) -> int:
+        """Kernels of the weight-gradient part of its gradient: one per product of an einsum's that computes a
+        weight gradient, else ``⌈weight_factor⌉``."""
+        if self.contractions:
+            return len(layer_gemms.einsum_operators(self.einsum_gradient(gradient, weights_only=True)))
+        return math.ceil(self.weight_factor(gradient))
 
     def backward_flops(self, gradient: Gradient) -> float:
         return self.backward_factor(gradient) * self.flops
@@ -282,6 +328,8 @@ class Op:
             return ()
         if self.kind == "recurrent" and self.recurrent:
             return self.recurrent_gradient(gradient)
+        if self.contractions:
+            return layer_gemms.einsum_operators(self.einsum_gradient(gradient))
         if self.kind not in WEIGHT_GRADIENT_KINDS:
             return backward_shapes(self.kind, self.operators)
         # a GEMM per operand that needs a gradient, the weight taken as the product's second operand
@@ -291,10 +339,14 @@ class Op:
 
     def weight_factor(self, gradient: Gradient) -> float:
         """The part of :meth:`backward_factor` spent on weight gradients (module docstring, "Split
-        backward"): all of it for an operator whose output is computed from parameters alone; for a
+        backward"): all of it for an operator whose output is computed from parameters alone; for an einsum
+        of three or more operands the products of its gradient for factors computed from parameters alone; for a
         matmul or convolution one GEMM per weight operand; none otherwise."""
         if gradient.weight_only:
             return self.backward_factor(gradient)
+        if self.contractions:
+            weights = self.einsum_gradient(gradient, weights_only=True)
+            return layer_gemms.einsum_flops(weights) / self.flops if self.flops > 0 else 0.0
         if self.kind in WEIGHT_GRADIENT_KINDS:
             return float(min(2, gradient.weights))
         if self.kind == "recurrent" and self.recurrent and self.flops > 0:
@@ -310,13 +362,16 @@ class Gradient:
     computed from parameters alone (``W.t()``); ``bias``, a trained parameter added to its product
     (a matmul's or convolution's bias); ``weight_only``, whether its output is computed from
     parameters alone, so that all of its gradient is weight gradient; ``state``, whether a recurrent
-    layer's initial hidden state needs one (a trained parameter, say)."""
+    layer's initial hidden state needs one (a trained parameter, say); ``operands``, for an einsum of
+    three or more operands (``Op.operands``), per operand whether it needs a gradient and whether it is
+    computed from parameters alone."""
 
     inputs: int
     weights: int
     bias: bool = False
     weight_only: bool = False
     state: bool = False
+    operands: tuple[tuple[bool, bool], ...] = ()
 
     @property
     def needed(self) -> bool:
@@ -376,7 +431,8 @@ def _flow(graph: OpGraph) -> tuple[tuple[Gradient, ...], list[tuple[bool, ...]]]
                        or any(name in grad_inputs and name in state for name in op.model_inputs))
             bias = (any(p.trainable and not p.operand for p in op.params) or any(read in added for read in needing)
                     or any(name in grad_inputs and name in added for name in op.model_inputs))
-            gradient = Gradient(activations, weights, bias, state=initial)
+            gradient = Gradient(activations, weights, bias, state=initial,
+                                operands=_einsum_operands(op, needs, data_free, grad_inputs))
             if gradient.needed and data_free[-1]:
                 gradient = replace(gradient, weight_only=True)
         else:
@@ -388,6 +444,26 @@ def _flow(graph: OpGraph) -> tuple[tuple[Gradient, ...], list[tuple[bool, ...]]]
             if gradient.needed and graph.ops[producer].output_floating(k) and not needs[producer][k]:
                 needs[producer] = tuple(x or j == k for j, x in enumerate(needs[producer]))
     return tuple(_reaching(graph, flow, needs)), needs
+
+
+def _einsum_operands(op: Op, needs: list[tuple[bool, ...]], data_free: list[bool], grad_inputs: set[str]
+                     ) -> tuple[tuple[bool, bool], ...]:
+    """Per operand of an einsum of three or more operands (``Op.operands``), whether it needs a gradient
+    and whether it is computed from parameters alone: an operator's output as :func:`_flow` found it, a
+    parameter where it is trained (and computed from parameters alone, as a buffer is), a model input where
+    it is one of ``grad_inputs`` (and not computed from parameters); ``()`` for any other operator."""
+    if not op.operands:
+        return ()
+    trained = {p.name: p.trainable for p in op.params}
+    found: list[tuple[bool, bool]] = []
+    for operand in op.operands:
+        if isinstance(operand, tuple):
+            found.append((needs[operand[0]][operand[1]], data_free[operand[0]]))
+        elif operand is not None and operand in op.model_inputs and operand not in trained:
+            found.append((operand in grad_inputs, False))
+        else:
+            found.append((trained.get(operand, False) if operand is not None else False, True))
+    return tuple(found)
 
 
 def _reaching(graph: OpGraph, flow: list[Gradient], needs: list[tuple[bool, ...]]) -> list[Gradient]:
@@ -562,8 +638,9 @@ def node_time_ms(pg: PlacementGraph, v: int, device: DeviceSpec, backward: bool 
 def weight_time_ms(pg: PlacementGraph, v: int, device: DeviceSpec) -> float:
     """The weight-gradient part of node ``v``'s backward time on ``device`` (module docstring, "Split
     backward"): one kernel of its forward FLOPs and bytes for each weight operand of a matmul or
-    convolution, and the whole gradient of an operator whose output is computed from parameters alone."""
-    return sum(roofline_ms(share * op.flops, share * op.bytes_moved, device, op.dtype, math.ceil(share))
+    convolution, the products of an einsum's gradient for factors computed from parameters alone (one kernel
+    each), and the whole gradient of an operator whose output is computed from parameters alone."""
+    return sum(roofline_ms(share * op.flops, share * op.bytes_moved, device, op.dtype, op.weight_kernels(gradient))
                for op, gradient in pg.node_gradients(v) if (share := op.weight_factor(gradient)))
 
 

@@ -921,8 +921,37 @@ def _bag_bytes(read_bytes: float, written: float, tensor_args: list[Any], node_a
 def _einsum_products(node_args: tuple, node_kwargs: dict | None) -> list[tuple[tuple[int, ...], bool]] | None:
     """The products of two operands an ``einsum`` node runs (:func:`placement.io.layer_gemms.einsum_products`,
     by the ``path`` torch.einsum passes where opt_einsum is installed), or ``None``."""
+    found = _einsum_contractions(node_args, node_kwargs)
+    return None if found is None else [(gemm, multiplies) for gemm, multiplies, _, _ in found]
+
+
+def _einsum_contractions(node_args: tuple, node_kwargs: dict | None) -> list[layer_gemms.Contraction] | None:
+    """:func:`_einsum_products` with the operands of each product's factors
+    (:func:`placement.io.layer_gemms.einsum_contractions`)."""
     path = (node_kwargs or {}).get("path", node_args[2] if len(node_args) > 2 else None)
-    return layer_gemms.einsum_products(node_args[0], _shapes(_listed(node_args[1])), path)
+    return layer_gemms.einsum_contractions(node_args[0], _shapes(_listed(node_args[1])), path)
+
+
+def _einsum_operands(node: Any, reads_of: Callable[[Any], list[tuple[int, int]]],
+                     placeholders: dict[str, Param | None]
+                     ) -> tuple[tuple[layer_gemms.Contraction, ...], tuple[tuple[int, int] | str | None, ...]]:
+    """An ``einsum`` node's products of two operands with the operands of their factors, and its operands in
+    the equation's order (reads of operator outputs, names of parameters or model inputs; ``None`` for any
+    other value), where it has three or more operands (:attr:`placement.io.opgraph.Op.contractions`); ``()``
+    twice otherwise."""
+    given = node.args[1] if len(node.args) > 1 and isinstance(node.args[1], (list, tuple)) else ()
+    found = _einsum_contractions(node.args, node.kwargs) if len(given) >= 3 else None
+    if not found:
+        return (), ()
+    operands: list[tuple[int, int] | str | None] = []
+    for arg in given:
+        if not hasattr(arg, "op"):
+            operands.append(None)
+        elif arg.op == "placeholder":
+            operands.append(_operand_name(arg, placeholders))
+        else:
+            operands.append(next(iter(reads_of(arg)), None))
+    return tuple(found), tuple(operands)
 
 
 def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_args: tuple,
@@ -1215,7 +1244,8 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
                       layer_gemms.recurrent_gradients(_recurrent_gemms(_base(_op_name(node.target)), node.args))
                       if kind == "recurrent" else (),
                       _state_operands(node, reads_of, placeholders) if kind == "recurrent" else (), repeated,
-                      _written_values(node, reads_of), _added_reads(node, reads_of, inputs)))
+                      _written_values(node, reads_of), _added_reads(node, reads_of, inputs),
+                      *(_einsum_operands(node, reads_of, placeholders) if einsum and kind == "matmul" else ((), ()))))
         index_of[node] = len(ops) - 1
 
     names = tuple(sorted(unknown))
