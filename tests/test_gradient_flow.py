@@ -571,6 +571,7 @@ def test_an_einsum_of_three_or_more_operands_differentiates_each_of_its_products
     assert (op.backward_flops(gradient), op.weight_factor(gradient) * op.flops) == (backward, weight)
     assert (op.backward_kernels(gradient), op.weight_kernels(gradient)) == kernels
     assert kernels[0] == len(op.backward_operators(gradient))
+    assert op.kernels == len(op.operators) == len(kinds) - 1    # forward: one kernel per product
     assert [(s.m, s.n, s.k) if s.kind == "gemm" else s.elements for s in op.backward_operators(gradient)] \
         == gradient_ops
     assert op.backward_bytes(gradient) == op.bytes_moved * backward / op.flops

@@ -13,8 +13,8 @@ For a node ``X`` (a set of operators): FLOPs and bytes moved are sums over its
 operators; its time on a device is the sum of its operators' times (operators run one
 after another), each its roofline time plus the device's per-kernel overhead times the
 kernels it launches (:mod:`placement.costmodel.roofline`): a view (which includes every
-no-op: a cast to the same type, dropout in evaluation or of probability 0) launches none, every other operator
-one; its parameter bytes count every parameter it reads once. An edge
+no-op: a cast to the same type, dropout in evaluation or of probability 0) launches none, an einsum of three or
+more operands one per product of two it runs, every other operator one; its parameter bytes count every parameter it reads once. An edge
 ``X → Y`` exists when an operator of ``Y`` reads a tensor made in ``X`` (or depends on
 ``X`` through a non-tensor value; such an edge carries 0 bytes); its size is the bytes of
 the distinct tensors of ``X`` that ``Y`` reads. ``out_bytes(X)`` is the bytes of the
@@ -256,7 +256,10 @@ class Op:
 
     @property
     def kernels(self) -> int:
-        """Kernels the operator launches forward: 0 for a view, else 1."""
+        """Kernels the operator launches forward: 0 for a view, one per product of an einsum of three or more
+        operands (:attr:`contractions`), else 1."""
+        if self.contractions:
+            return len(self.contractions)
         return 0 if self.kind in NO_KERNEL_KINDS else 1
 
     def output_floating(self, k: int) -> bool:
