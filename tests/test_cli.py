@@ -935,3 +935,30 @@ def test_a_file_name_with_a_newline_is_one_line_of_error(tmp_path, capsys):
     path.write_text(json.dumps({"nodes": []}))
     assert main(["info", str(path)]) == 2
     assert capsys.readouterr().err == (f"error: {tmp_path}/new\\nline.json: instance: missing field 'edges'\n")
+
+
+def test_a_file_name_or_node_name_that_reads_like_an_option_is_named_as_it_is(tmp_path, capsys):
+    """The error names the file and the node as they are written: ``memory=16GiB`` in a folder's name, and
+    ``stages=3 cpus='x'`` as a node's name, had been rewritten as the options ``--memory 16GiB`` and
+    ``--stages 3 --cpus x``, as the library's own ``memory=16`` is."""
+    folder = tmp_path / "memory=16GiB"
+    folder.mkdir()
+    assert main(["solve", str(folder / "nope.json")]) == 2
+    assert capsys.readouterr().err == f"error: {folder}/nope.json: no such file\n"
+    doc = json.loads(Path(CHAIN4).read_text())
+    doc["nodes"][0].update(name="stages=3 cpus='x'", size=1000)
+    path = folder / "big_node.json"
+    path.write_text(json.dumps(doc))
+    assert main(["solve", str(path), "--quiet"]) == 2
+    assert capsys.readouterr().err == (f"error: {path}: node 1 (\"stages=3 cpus='x'\") fits no device: needs 1000 "
+                                       "bytes, accelerator memory is 100; no cpu devices\n")
+
+
+def test_the_library_s_parameters_are_still_named_as_options(capsys):
+    """Beside the names of the input, which stay as written, the parameters the library names are options."""
+    assert main(["solve", CHAIN4, "--memory", "0", "--quiet"]) == 2
+    assert capsys.readouterr().err == ("error: --memory leaves a node no device: node 1 ('a') fits no device: needs "
+                                       "1 bytes, accelerator memory is 0; no cpu devices\n")
+    assert main(["solve", CHAIN4, "--method", "dp", "--objective", "latency", "--quiet"]) == 2
+    assert capsys.readouterr().err == ("error: --objective 'latency' is not solved by method 'dp' (it solves "
+                                       "'throughput')\n")

@@ -19,7 +19,7 @@ import importlib
 import os
 import re
 import sys
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from placement import __version__
 from placement.cli.options import (INTERRUPTED, ReaderOutput, UsageError, open_standard_descriptors, option_name,
@@ -68,7 +68,8 @@ def _message(exc: PlacementError, parser: argparse.ArgumentParser, argv: Sequenc
         name = _argument_name(parser, argv, args, parameter)
         if name == parameter:   # no option of the command sets it: the library's name means nothing here
             return re.sub(rf" \({re.escape(parameter)}\)", "", str(exc))
-        return _options_named(re.sub(rf"\b{re.escape(parameter)}\b", name, str(exc)), parser, argv)
+        return _options_named(_outside_input(rf"\b{re.escape(parameter)}\b", lambda _: name, str(exc), argv),
+                              parser, argv)
     return _options_named(str(exc), parser, argv)   # "objective='latency'" as "--objective latency"
 
 
@@ -99,8 +100,9 @@ def _options_named(detail: str, parser: argparse.ArgumentParser, argv: Sequence[
             return name
         return f"{name} {match[3] if match[3] is not None else ''}"
 
-    detail = re.sub(r"\ba solve with ([a-z][a-z_]*)=(?:'([^']*)'|([0-9]+)\b)", _solve_option, detail)
-    detail = re.sub(r"\b([a-z][a-z_]*)=(?:(['\"])(.*?)\2|(True|False)\b)?", assignment, detail).rstrip()
+    detail = _outside_input(r"\ba solve with ([a-z][a-z_]*)=(?:'([^']*)'|([0-9]+)\b)", _solve_option, detail, argv)
+    detail = _outside_input(r"\b([a-z][a-z_]*)=(?:(['\"])(.*?)\2|(True|False)\b)?", assignment, detail,
+                            argv).rstrip()
     return re.sub(r"\(it takes ([a-z_, ]+)\)",
                   lambda m: "(it takes " + ", ".join(option(w) or w for w in m[1].split(", ")) + ")", detail)
 
@@ -122,7 +124,41 @@ def _options_for_parameters(text: str, parser: argparse.ArgumentParser, argv: Se
         name = option_name(parser, argv, match[0])
         return name if name.startswith("-") else match[0]
 
-    return re.sub(r"\b[a-z]+(?:_[a-z]+)+\b", option, text)
+    return _outside_input(r"\b[a-z]+(?:_[a-z]+)+\b", option, text, argv)
+
+
+#: a quote that opens a literal: one that follows no letter or digit (as the apostrophe of "plan's" does)
+_OPENING_QUOTE = re.compile(r"(?<!\w)(['\"])")
+
+
+def _outside_input(pattern: str, replace: Callable[[re.Match[str]], str], text: str, argv: Sequence[str]) -> str:
+    """``re.sub(pattern, replace, text)`` where a match begins outside what ``text`` quotes of the input
+    (:func:`_input_spans`): a file or node named ``memory=16GiB`` or ``max_ideals`` is named as it is written."""
+    spans = _input_spans(text, argv)
+    return re.sub(pattern, lambda m: m[0] if any(a <= m.start() < b for a, b in spans) else replace(m), text)
+
+
+def _input_spans(text: str, argv: Sequence[str]) -> list[tuple[int, int]]:
+    """The parts of ``text`` that name the input as it is written: quoted literals (``'a'``, ``"it's"``, as
+    ``repr`` and JSON write names; an apostrophe after a letter opens none), and the words of ``argv`` (files,
+    values of options) that hold more than letters, digits and hyphens (``runs/memory=16GiB/a.json``)."""
+    spans = []
+    start = 0
+    while (match := _OPENING_QUOTE.search(text, start)) is not None:
+        opening = match.start()
+        closing = re.compile(rf"(?:\\.|[^\\{match[1]}]|{match[1]}(?=\w))*{match[1]}(?!\w)")
+        end = closing.match(text, opening + 1)
+        if end is None:
+            start = opening + 1
+            continue
+        spans.append((opening, end.end()))
+        start = end.end()
+    for word in argv:
+        if word.startswith("-"):
+            word = word.split("=", 1)[1] if word.startswith("--") and "=" in word else ""
+        if word and not re.fullmatch(r"[A-Za-z0-9-]+", word):
+            spans += [(m.start(), m.end()) for m in re.finditer(re.escape(word), text)]
+    return spans
 
 
 @contextlib.contextmanager
