@@ -276,8 +276,9 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     while the compiled kernels are not in numba's cache a family of at most :data:`INTERPRETED_SETS` sets is
     first tried in plain Python for :data:`INTERPRETED_SECONDS`; the results are the same either way).
     ``tables``/``sets``: reuse a previous build.
-    ``progress`` hears when the kernels must be compiled first (once per install, some seconds), and how
-    far the pass along one topological order, then the DP over the sets, has come, about once a second.
+    ``progress`` hears how many successor-closed sets there are (where listing them ends a second or more after
+    the call began), when the kernels must be compiled first (once per install, some seconds), and how far the
+    pass along one topological order, then the DP over the sets, has come, about once a second.
     Past ``deadline`` (a :func:`time.perf_counter` value) the DP over the sets stops, and the plan is the
     best pipeline along one topological order (its pass runs to the end: a chain's sets are one more than its
     nodes), with ``stats["out_of_time"]`` saying
@@ -318,7 +319,10 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     if alone is not None:   # every node sits in some stage with y ≥ 1: a proof that nothing fits
         return ParallelSolution(math.inf, None, time.perf_counter() - started,
                                 {"reason": f"node {alone} alone exceeds the memory at every allowed degree"})
-    sets = all_sets(tables, max_sets) if sets is None else sets
+    if sets is None:
+        sets = all_sets(tables, max_sets)
+        if progress is not None and time.perf_counter() - started >= 1.0:   # a long graph: the tables take seconds
+            progress(f"{len(sets.size):,} successor-closed sets over {len(tables.ids):,} nodes")
     suffix = uses_suffix(schedule)
     total = sum(types.counts)
     multi = any(tables.degrees[k] > 1 for _, k, _ in pairs)
