@@ -1020,6 +1020,11 @@ def test_the_dp_tells_how_many_sets_it_lists_where_that_takes_a_second(monkeypat
     lines.clear()
     assert placement.solve(inst, progress=lines.append).value == 4.0
     assert lines[0] == "3 successor-closed sets over 2 nodes"
+    from placement.parallel import batch_search   # the time-per-batch search lists them for its DP runs
+    monkeypatch.setattr(batch_search, "time", dp_module.time)
+    lines.clear()
+    placement.solve(inst, objective="time-per-batch", schedule="gpipe", progress=lines.append)
+    assert lines[0] == "3 successor-closed sets over 2 nodes"
 
 
 def test_docs_name_every_field_of_the_plan_json():

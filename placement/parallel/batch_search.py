@@ -43,14 +43,15 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable
 
 from placement.io.piper import PiperInstance
-from placement.parallel.dp import solve_parallel
+from placement.parallel.dp import listed_sets, solve_parallel
 from placement.parallel.plan import ParallelPlan, ParallelStage
-from placement.parallel.tables import all_sets, build_tables
+from placement.parallel.tables import build_tables
 from placement.parallel.timing import FORWARD_SHARE, StageTimes, batch_time, time_per_batch
 from placement.problem.memory_fit import as_written
 
@@ -90,8 +91,9 @@ def search_time_per_batch(instance: PiperInstance, *, devices: int, memory: floa
     is then no bound on every plan, and only a completed branch and bound proves the plan optimal (or, where it
     finds none, that no plan fits)."""
     m = instance.microbatches_in_batch
+    started = time.perf_counter()
     tables = build_tables(instance)
-    sets = all_sets(tables, max_sets)
+    sets = listed_sets(tables, max_sets, progress, started)
     found = solve_parallel(instance, devices=devices, memory=memory, schedule=schedule, tables=tables, sets=sets,
                            progress=progress, strict_memory=strict_memory)
     stats: dict[str, Any] = {"dp": dict(found.stats), "candidates": 0}

@@ -319,10 +319,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     if alone is not None:   # every node sits in some stage with y ≥ 1: a proof that nothing fits
         return ParallelSolution(math.inf, None, time.perf_counter() - started,
                                 {"reason": f"node {alone} alone exceeds the memory at every allowed degree"})
-    if sets is None:
-        sets = all_sets(tables, max_sets)
-        if progress is not None and time.perf_counter() - started >= 1.0:   # a long graph: the tables take seconds
-            progress(f"{len(sets.size):,} successor-closed sets over {len(tables.ids):,} nodes")
+    sets = listed_sets(tables, max_sets, progress, started) if sets is None else sets
     suffix = uses_suffix(schedule)
     total = sum(types.counts)
     multi = any(tables.degrees[k] > 1 for _, k, _ in pairs)
@@ -405,6 +402,16 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     plan = _reconstruct(tables, sets, dp, par_set, par_q, pairs, k, s, codes, collapsed, schedule, m, types, fit,
                         mode, value)
     return ParallelSolution(value, plan, time.perf_counter() - started, stats)
+
+
+def listed_sets(tables: Tables, max_sets: int, progress: Callable[[str], None] | None, began: float) -> Family:
+    """:func:`placement.parallel.tables.all_sets`, and, where they are listed a second or more after ``began`` (a
+    :func:`time.perf_counter` value: a long graph, whose tables take seconds more), a line to ``progress`` saying
+    how many there are."""
+    sets = all_sets(tables, max_sets)
+    if progress is not None and time.perf_counter() - began >= 1.0:
+        progress(f"{len(sets.size):,} successor-closed sets over {len(tables.ids):,} nodes")
+    return sets
 
 
 def _every_second(progress: Callable[[str], None] | None, began: float,
