@@ -1077,3 +1077,25 @@ def test_a_tmpc_far_slower_than_the_rest_leaves_the_optimum_as_it_is(slow):
     result = placement.solve(inst)
     assert (result.value, [(s.nodes, s.d, s.t) for s in result.plan.stages]) == (8.5, [((0,), 2, 1), ((1,), 1, 2)])
     assert brute_force_parallel(inst)[0] == 8.5
+
+
+def test_sets_whose_tables_would_not_fit_in_memory_are_refused_before_they_are_built(monkeypatch, tmp_path, capsys):
+    """The DP's tables take a row per successor-closed set and a column per node (a chain of n nodes has n + 1
+    sets: n² cells), kept as booleans and as floating-point numbers, and a column per edge: a chain of 50,000
+    nodes would have asked for some 30 GB, more than many machines hold. They are refused before they are
+    built, as the DP over ideals refuses tables past 80% of the memory available."""
+    from placement.parallel.tables import check_memory_of_sets
+    from placement.solvers import dp_table
+
+    monkeypatch.setattr(dp_table, "memory_budget", lambda: 2.0 ** 30)
+    check_memory_of_sets(1_000, 1_000, 999)   # 9 + 3 bytes a cell: 12 MB
+    with pytest.raises(LimitExceededError) as info:
+        check_memory_of_sets(10_001, 10_000, 9_999)
+    assert str(info.value) == ("the DP's tables of 10,001 successor-closed node sets in a graph of 10,000 nodes "
+                               "would take 1.1 GiB of memory, more than the 1.0 GiB it may use (80% of the memory "
+                               "available); merge nodes into layers")
+    inst = chain([{1: (tmpc("v", 4, 2),)}, {1: (tmpc("v", 2, 2),)}], cost=1.0, devices=3, microbatches=4)
+    assert placement.solve(inst).value == 4.0
+    monkeypatch.setattr(dp_table, "memory_budget", lambda: 60.0)   # the 3 sets of 2 nodes and an edge: 63 bytes
+    with pytest.raises(LimitExceededError, match="^the DP's tables of 3 successor-closed node sets in a graph of 2"):
+        placement.solve(inst)

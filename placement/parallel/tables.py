@@ -142,11 +142,33 @@ def all_sets(tables: Tables, max_sets: int) -> Family:
                                  "DP over them would need too much time and memory. Raise the limit max_ideals "
                                  "(time and memory grow with it, memory also with the nodes), or merge nodes into "
                                  "layers", "max_ideals") from None
+    check_memory_of_sets(len(parent), n, len(tables.src))
     member = np.zeros((len(parent), n), dtype=np.bool_)
     for i in range(1, len(parent)):
         member[i] = member[parent[i]]
         member[i, added[i]] = True
     return family(tables, member)
+
+
+#: Bytes the DP's tables of a family of sets take at most at once, per set and node (its membership, and the
+#: same as floating-point numbers for the sums per set), and per set and edge (the edges entering each set)
+BYTES_PER_SET_NODE, BYTES_PER_SET_EDGE = 9, 3
+
+
+def check_memory_of_sets(count: int, nodes: int, edges: int) -> None:
+    """:class:`LimitExceededError` where the tables of ``count`` sets of a graph of ``nodes`` nodes and ``edges``
+    edges (a row per set, a column per node or edge: a long chain has one set more than it has nodes) would take
+    more than the memory the DP may use (:func:`placement.solvers.dp_table.memory_budget`): they are refused
+    before they are built, rather than run the machine out of memory."""
+    from placement.solvers.dp_table import memory_budget
+
+    needed = count * (BYTES_PER_SET_NODE * nodes + BYTES_PER_SET_EDGE * edges)
+    budget = memory_budget()
+    if needed > budget:
+        raise LimitExceededError(f"the DP's tables of {count:,} successor-closed node sets in a graph of {nodes:,} "
+                                 f"nodes would take {needed / 2.0 ** 30:,.1f} GiB of memory, more than the "
+                                 f"{budget / 2.0 ** 30:,.1f} GiB it may use (80% of the memory available); merge "
+                                 "nodes into layers")
 
 
 def chain_sets(tables: Tables) -> Family:
@@ -197,4 +219,4 @@ def _dominant(options, time, params, sync_in, sync_out, in_ptr, in_idx, out_ptr,
     return out
 
 
-__all__ = ["Family", "Tables", "all_sets", "build_tables", "chain_sets", "family"]
+__all__ = ["Family", "Tables", "all_sets", "build_tables", "chain_sets", "check_memory_of_sets", "family"]
