@@ -962,3 +962,13 @@ def test_the_library_s_parameters_are_still_named_as_options(capsys):
     assert main(["solve", CHAIN4, "--method", "dp", "--objective", "latency", "--quiet"]) == 2
     assert capsys.readouterr().err == ("error: --objective 'latency' is not solved by method 'dp' (it solves "
                                        "'throughput')\n")
+
+
+def test_a_note_names_an_option_s_file_as_it_is_written(tmp_path, capsys):
+    """The note on an option the DP did not use names its file as given: a folder named ``time_limit=5`` had
+    been written ``--time-limit=5``, as the library's parameter ``time_limit`` is written as the option."""
+    log = tmp_path / "time_limit=5" / "solver.log"
+    log.parent.mkdir()
+    assert main(["solve", CHAIN4, "--log", str(log), "--quiet"]) == 0
+    assert (f"note        the DP solved this (method 'auto'), so --log {log} (the MILP's) was not used\n"
+            in capsys.readouterr().out)
