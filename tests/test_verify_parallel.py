@@ -308,3 +308,21 @@ def test_a_null_claim_is_a_claim_left_out():
     verified = placement.verify(inst, {**doc, "objective": None, "value": 1.0})
     assert verified.notes == (f"the plan file claims value 1.0 (largest time per sample); the verified one is "
                               f"{verified.value!r}",)
+
+
+def test_the_stage_table_shows_the_nodes_and_degrees_as_checked(tmp_path, capsys):
+    """A plan file that writes node 1 as 1.0 and the degrees as 2.0 and 1.0 is read as nodes 1 and degrees 2 and
+    1, as every plan file is; the table showed them as written ('1.0', '2.0'), beside the stages it checked."""
+    tmpc = {"id": "v", "timePerSample": 1, "parameterSize": 0, "memoryUsageA": 0, "memoryUsageB": 1,
+            "syncTimeFw": {}, "syncTimeBw": {}}
+    path, plan = tmp_path / "two.json", tmp_path / "plan.json"
+    path.write_text(json.dumps({"maxDevices": 3, "maxMemoryPerDevice": 10, "bandwidth": 1, "mbsInBatch": 4,
+                                "edges": [], "nodes": [{"id": k, "TMPCs": {"1": [tmpc]}} for k in (0, 1)]}))
+    plan.write_text(json.dumps({"stages": [{"nodes": [0], "d": 1, "t": 1, "tmpcs": {"0": "v"}},
+                                           {"nodes": [1.0], "d": 2.0, "t": 1.0, "tmpcs": {"1": "v"}}]}))
+    assert main(["verify", str(path), str(plan)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:5] == ["stage  nodes  d  t  time/sample  memory  in flight",
+                        "-----  -----  -  -  -----------  ------  ---------",
+                        "    0  0      1  1            1       1          3",
+                        "    1  1      2  1          0.5       1          1"]

@@ -14,10 +14,23 @@ from placement.verification.parallel_check import ParallelVerification
 from placement.wording import counted
 
 
+def _stages(record: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    """The stages of the plan ``record`` holds (itself, or its ``plan``), as the check read them (node ``1.0`` is
+    node 1, a degree ``2.0`` is 2); none where it holds no plan that reads."""
+    from placement.errors import InvalidPlanError
+    from placement.parallel.plan import ParallelPlan
+
+    document = record.get("plan", record) if isinstance(record, Mapping) else None
+    try:
+        return ParallelPlan.from_json(document).stages
+    except InvalidPlanError:
+        return ()
+
+
 def format_parallel_verification(instance: PiperInstance, verified: ParallelVerification,
                                  record: Mapping[str, Any] | None = None) -> str:
     """The verdict as text; ``record`` (the plan file's document) gives the stages' nodes and degrees."""
-    stages = (record or {}).get("stages") if isinstance(record, Mapping) else None
+    stages = _stages(record)
     devices = verified.devices if verified.devices is not None else (
         {t.name: t.count for t in instance.device_types} if instance.device_types else instance.max_devices)
     where = (", ".join(f"{k}:{v}" for k, v in devices.items()) + " devices" if isinstance(devices, Mapping)
@@ -32,10 +45,9 @@ def format_parallel_verification(instance: PiperInstance, verified: ParallelVeri
     if report is not None and report.stages:
         rows = [["stage", "nodes", "d", "t", "time/sample", "memory", "in flight"]]
         for i, ev in enumerate(report.stages):
-            stage = stages[i] if isinstance(stages, list) and i < len(stages) and isinstance(stages[i], Mapping) else {}
-            nodes = stage.get("nodes")
-            rows.append([str(i), node_ranges(nodes) if isinstance(nodes, list) else "-", str(stage.get("d", "-")),
-                         str(stage.get("t", "-")), cell(ev.time_per_sample), cell(ev.memory), str(ev.in_flight)])
+            stage = stages[i] if i < len(stages) else None
+            rows.append([str(i), node_ranges(list(stage.nodes)) if stage else "-", str(stage.d) if stage else "-",
+                         str(stage.t) if stage else "-", cell(ev.time_per_sample), cell(ev.memory), str(ev.in_flight)])
         lines += format_table(rows, left=(1,))
     if verified.valid:
         unit = "device group" if verified.chunks > 1 else "stage"
