@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from placement.io.op_grouping import group_ops
-from placement.io.opgraph import Gradient, Op, OpGraph, Param, gradient_flow, gradient_values
+from placement.io.opgraph import Gradient, Op, OpGraph, Param, backward_values, gradient_flow, gradient_values
 
 
 def _op(name: str, kind: str, inputs=(), params=(), model_inputs=(), outputs=(4.0,), floating=()) -> Op:
@@ -149,6 +149,50 @@ def test_the_values_that_need_a_gradient_are_those_autograd_gives_one():
         assert len(checked) >= 4 and all(ours == wanted for ours, wanted in checked.values()), (
             type(model).__name__, {name: pair for name, pair in checked.items() if pair[0] != pair[1]})
     assert torch is not None
+
+
+def _backward_truth(model, args):
+    """Per operator of the exported program, whether autograd gives its output a gradient (none: ``None``)
+    in the backward pass of the sum of the program's floating-point results (tensor outputs that need
+    one once the program has run only, as :func:`_autograd_truth` records them)."""
+    import torch
+
+    program = torch.export.export(model, args)
+    seen: dict[str, torch.Tensor] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n):
+            out = super().run_node(n)
+            if n.op == "call_function" and isinstance(out, torch.Tensor) and out.requires_grad:
+                seen[n.name] = out
+            return out
+
+    results = Recorder(program.module()).run(*args)
+    results = results if isinstance(results, tuple) else (results,)
+    loss = sum(r.sum() for r in results if r.is_floating_point())
+    grads = torch.autograd.grad(loss, list(seen.values()), allow_unused=True)
+    return program, {name: grad is not None for name, grad in zip(seen, grads)}
+
+
+def test_the_values_that_get_a_gradient_are_those_autograd_gives_one():
+    """backward_values leaves out the values that need a gradient but get none (StopAndMask's first linear,
+    read through detach and argmax alone, and what it computes from it before them): a stage sending such a
+    value declared a gradient for it, and torch's runtime sent zeros back, which left zero gradients where
+    autograd leaves none. It leaves out no value autograd gives a gradient (views written through later, as
+    Assembled's slices, are kept: autograd gives their old versions none, but what they were written with,
+    one)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from placement.io.torch_export import graph_from_program
+
+    left_out = {}
+    for model, args in _models():
+        program, truth = _backward_truth(model, args)
+        graph = graph_from_program(program, type(model).__name__)
+        values, needs = backward_values(graph), gradient_values(graph)
+        assert sum(name in values for name in truth) >= 3
+        assert not [name for name, wanted in truth.items() if wanted and not any(values[name])], type(model).__name__
+        left_out[type(model).__name__] = sorted(name for name in values if any(needs[name]) and not any(values[name]))
+    assert left_out == {"StopAndMask": ["linear", "where"], "Assembled": [], "Masked": [], "Sequential": []}
 
 
 def test_a_layer_whose_result_reaches_the_loss_only_through_detach_computes_no_gradient():

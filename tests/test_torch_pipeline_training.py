@@ -1095,3 +1095,31 @@ def test_a_model_input_that_stage_zero_relays_may_be_a_view(tmp_path):
     for rank in range(2):
         for name, grad in torch.load(tmp_path / f"{rank}.pt").items():
             assert _relative(grad, expected[name].grad) <= 1e-5, (rank, name)
+
+
+class DetachedHead(nn.Linear):
+    """A linear layer that reads its input detached: a head trained on features whose layers it does not train."""
+
+    def forward(self, x):
+        return F.linear(x.detach(), self.weight, self.bias)
+
+
+def test_a_trained_layer_whose_result_reaches_the_loss_only_through_detach_gets_no_gradient(tmp_path):
+    """The backbone's output crosses the boundary and is read only detached: it needs a gradient in the forward
+    pass but gets none. Stage 0 declared one for it, torch's runtime sent zeros back, and the backbone's
+    parameters ended with zero gradients where the model leaves none (an optimiser's weight decay or momentum
+    then changed them); they now end with none, and the head's are the model's."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(WIDTH, WIDTH), DetachedHead(WIDTH, 4))
+    g = torch.Generator().manual_seed(1)
+    x, target = torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, 4, generator=g)
+    pp = plan_pipeline(model, micro((x,), 0), devices="epyc-7763:2", stages=2, microbatches=MICROBATCHES)
+    assert pp.relayed == (("linear",),)
+    assert _run_ranks(_step_and_save_gradients, (pp, (x,), target, str(tmp_path)), 2, timeout=120) == [0, 0]
+    for k in range(MICROBATCHES):
+        loss_fn(model(*micro((x,), k)), micro((target,), k)[0]).backward()
+    assert torch.load(tmp_path / "0.pt") == {"0.weight": None, "0.bias": None}
+    assert model[0].weight.grad is None
+    head = torch.load(tmp_path / "1.pt")
+    assert sorted(head) == ["1.bias", "1.weight"]
+    assert all(_relative(head[k], dict(model.named_parameters())[k].grad) <= 1e-6 for k in head)

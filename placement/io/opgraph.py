@@ -469,6 +469,24 @@ def _einsum_operands(op: Op, needs: list[tuple[bool, ...]], data_free: list[bool
     return tuple(found)
 
 
+def backward_values(graph: OpGraph) -> dict[str, tuple[bool, ...]]:
+    """Which values of ``graph`` get a gradient in the backward pass, as :func:`gradient_values` gives
+    those that need one: of the values that need one, those an operator reads whose gradient reaches the
+    model's results, and those of the operators the model returns (a value read only through ``detach``,
+    or by ``argmax``, needs a gradient but gets none). Model inputs as :func:`gradient_values` gives them;
+    all values that need a gradient where the graph does not record its outputs."""
+    flow, needs = _flow(graph)
+    values = gradient_values(graph)
+    if not graph.outputs:
+        return values
+    reaches, readers = _reaches(graph, flow, needs)
+    returned = set(graph.outputs)
+    for i, op in enumerate(graph.ops):
+        values[op.name] = tuple(need and (i in returned or any(reaches[j] for j, read in readers[i] if read == k))
+                                for k, need in enumerate(needs[i]))
+    return values
+
+
 def _reaching(graph: OpGraph, flow: list[Gradient], needs: list[tuple[bool, ...]]) -> list[Gradient]:
     """``flow`` without the gradients no loss can ask for: an operator whose results do not reach the
     model's results (``graph.outputs``), along tensors that carry a gradient to an operator that
@@ -477,6 +495,14 @@ def _reaching(graph: OpGraph, flow: list[Gradient], needs: list[tuple[bool, ...]
     outputs."""
     if not graph.outputs:
         return flow
+    reaches = _reaches(graph, flow, needs)[0]
+    return [gradient if reaches[i] else Gradient(0, False) for i, gradient in enumerate(flow)]
+
+
+def _reaches(graph: OpGraph, flow: list[Gradient],
+             needs: list[tuple[bool, ...]]) -> tuple[list[bool], list[list[tuple[int, int]]]]:
+    """Per operator, whether its gradient reaches the model's results (:func:`_reaching`), and per operator
+    its readers, as (reader, output read): those of a value written in place read the writer's output 0."""
     readers: list[list[tuple[int, int]]] = [[] for _ in graph.ops]
     for j, op in enumerate(graph.ops):
         for producer, k in op.inputs:
@@ -490,7 +516,7 @@ def _reaching(graph: OpGraph, flow: list[Gradient], needs: list[tuple[bool, ...]
     for i in range(len(graph.ops) - 1, -1, -1):
         if flow[i].needed:
             reaches[i] = i in returned or any(reaches[j] and needs[i][k] for j, k in readers[i])
-    return [gradient if reaches[i] else Gradient(0, False) for i, gradient in enumerate(flow)]
+    return reaches, readers
 
 
 @dataclass(frozen=True)

@@ -75,12 +75,12 @@ class Partition:
     stages: tuple[StageGraph, ...]
     canonical: Mapping[str, str]
     state: frozenset[str]
-    #: which values need a gradient, by name (:func:`placement.io.opgraph.gradient_values`); None: unknown
+    #: which values get a gradient, by name (:func:`placement.io.opgraph.backward_values`); None: unknown
     gradients: Mapping[str, tuple[bool, ...]] | None = None
 
     def carries_gradient(self, value: Any) -> bool:
         """Whether the value ``value`` (an fx node) sends a gradient back when it crosses a boundary:
-        a floating-point tensor that needs one. Where :attr:`gradients` does not name it, every value
+        a floating-point tensor that gets one. Where :attr:`gradients` does not name it, every value
         the model computes is taken to (its own inputs not)."""
         import torch
 
@@ -866,6 +866,13 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
             env[node].args = torch.fx.node.map_aggregate(env[node].args, moved)
             env[node].kwargs = torch.fx.node.map_aggregate(env[node].kwargs, moved)
     last = s == len(part.stages) - 1
+    if not last and part.gradients is not None:
+        for v in stage.outputs:
+            if v not in received and _is_tensor(v) and not part.carries_gradient(v):
+                # one that needs a gradient but gets none (read later only through detach or argmax) leaves
+                # detached: torch's runtime would send zeros back for it, and the backward pass through them
+                # left zero gradients in the parameters it was computed from, where the model leaves none
+                env[v] = graph.call_method("detach", (env[v],))
     if last:
         results = tuple(env[v] for v in stage.outputs)
     else:  # relayed values leave as received (contiguous, but for the model's inputs, which may be views:

@@ -736,7 +736,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     """
     import placement
     from placement.io.exporters import layout_from_instance, pipe_split_module
-    from placement.io.opgraph import gradient_values
+    from placement.io.opgraph import backward_values
     from placement.io.tarnawski import parse_instance
     from placement.io.torch_export import check_module, import_torch, require_torch
     from placement.problem.instance import NodeFitsNoDeviceError
@@ -898,7 +898,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     gm = pipe_split_module(imported.source, layout_from_instance(instance), result.to_plan(), relayed=True)
     part = partition(gm, names, frozenset(model.state_dict().keys()))
     if training:   # the values that need a gradient: those stages send one back for
-        part = dataclasses.replace(part, gradients=gradient_values(imported.graph.graph))
+        part = dataclasses.replace(part, gradients=backward_values(imported.graph.graph))
     if len(part.stages) != result.num_stages:
         raise InvalidInstanceError(f"the program splits into {len(part.stages)} stages, the plan has "
                                    f"{result.num_stages}")
