@@ -2427,3 +2427,38 @@ def test_a_parameter_read_by_one_stage_through_a_cast_is_held_by_that_stage_alon
         ["0.weight", "0.bias", "1.weight"], ["2.weight", "2.bias", "3.weight"]]
     out, _ = chained(pp, (x,))
     assert torch.equal(out, model(x))
+
+
+class CheckpointedNorm(nn.Module):
+    """Two blocks with BatchNorm in training mode, each run under non-reentrant activation checkpointing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU()) for _ in range(2))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+        return x
+
+
+def test_checkpointed_batch_norm_updates_its_statistics_once_per_micro_batch_in_the_stages():
+    """The stages run the checkpointed blocks as their operators and recompute nothing: their BatchNorms count
+    one update per forward, where the model's backward pass recomputes each block and updates them again
+    (docs/pytorch.md, Limits of the one call); outputs and gradients are the model's."""
+    import copy
+
+    torch.manual_seed(0)
+    model, x = CheckpointedNorm(), torch.randn(4, 8)
+    pp = plan_pipeline(model, (x,), devices="epyc-7763:2", stages=2)
+    reference = copy.deepcopy(model)
+    out, modules = chained(pp, (x,))
+    out.square().sum().backward()
+    expected = reference(x)
+    expected.square().sum().backward()
+    assert torch.allclose(out, expected, rtol=1e-5, atol=1e-6)
+    grads = {k: p.grad for module in modules for k, p in module.named_parameters()}
+    assert all(torch.allclose(grads[k], p.grad, rtol=1e-4, atol=1e-6) for k, p in reference.named_parameters())
+    counts = {k: int(v) for module in modules for k, v in module.state_dict().items() if k.endswith("tracked")}
+    assert counts == {"blocks.0.1.num_batches_tracked": 1, "blocks.1.1.num_batches_tracked": 1}
+    assert [int(reference.blocks[i][1].num_batches_tracked) for i in range(2)] == [2, 2]
