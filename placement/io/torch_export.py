@@ -279,6 +279,13 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None, 
         raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported inside torch.autocast "
                                              f"({autocast}): plan it outside, with the model and its inputs in the "
                                              "precision it is to run in (model.to(torch.bfloat16))")
+    normed = _spectral_norm_hook_in_training(model)
+    if normed is not None:
+        raise InvalidParameterError("model", f"{type(model).__name__} cannot be costed: its module {normed!r} holds "
+                                             "torch.nn.utils.spectral_norm in training mode, whose power iteration "
+                                             "updates its vectors under torch.no_grad from the weight, which needs a "
+                                             "gradient, a region torch.export writes as one operator, whose operators "
+                                             f"are not read; {_spectral_norm_advice(normed, 'spectral norm')}")
     # torch.export is not thread-safe (two at once failed with "Trying to pop empty mode stack"), and
     # _held_diagnostics changes sys.stderr: one export at a time in the process
     with process_state.held(), _held_diagnostics() as held, warnings.catch_warnings(), torch.enable_grad():
@@ -403,6 +410,26 @@ def _readable_region(node: Any, module: Any, torch: Any, needs: set[Any], gradie
     return all(_readable_region(n, inner, torch, needs, True) for n in inner.graph.nodes
                if n.op == "call_function" and not isinstance(n.target, torch._ops.OpOverload)
                and n.target is not operator.getitem)
+
+
+def _spectral_norm_hook_in_training(model: Any) -> str | None:
+    """The name of the first module of ``model`` given ``torch.nn.utils.spectral_norm`` (a forward pre-hook, the
+    form before parametrizations) that is in training mode with a weight that needs a gradient, where the hook's
+    power iteration is a ``torch.no_grad`` region over that weight; None where there is none."""
+    from torch.nn.utils.spectral_norm import SpectralNorm
+
+    for name, module in model.named_modules():
+        for hook in module._forward_pre_hooks.values():
+            weight = getattr(module, f"{getattr(hook, 'name', '')}_orig", None)
+            if isinstance(hook, SpectralNorm) and module.training and getattr(weight, "requires_grad", False):
+                return name
+    return None
+
+
+def _spectral_norm_advice(module: str, what: str) -> str:
+    """What to change for a spectral norm whose power iteration runs in ``module`` in training mode."""
+    return (f"plan with that module in eval() (model.get_submodule({module!r}).eval()), where its vectors stay as they "
+            f"are and the weight is divided by the norm they estimate, or remove the {what}")
 
 
 def _untraceable(model: Any, first: str) -> str:
@@ -742,6 +769,11 @@ REGIONS = {
 }
 
 
+#: the module of torch.nn.utils.parametrizations.spectral_norm, whose power iteration in training mode is a
+#: torch.no_grad region over the weight (as the module stack names its class)
+SPECTRAL_NORMS = frozenset({"torch.nn.utils.parametrizations._SpectralNorm", "_SpectralNorm"})
+
+
 def _region_site(node: Any) -> str:
     """Where in the model's code the region ``node`` (a higher-order operator) is, as `` (in module 'PATH', a
     CLASS, at FILE:LINE, in FUNCTION: CODE)``: the module whose forward opens it, where that is not the model itself
@@ -781,6 +813,11 @@ def _refuse_what_cannot_be_costed(node: Any, name: str, torch: Any) -> None:
         what, advice = REGIONS.get(kind, ("a region", "plan the model without it"))
         if kind == "wrap_with_set_grad_enabled" and not (node.args and node.args[0] is False):
             what, advice = "a torch.enable_grad region", "plan the model without it"
+        elif kind == "wrap_with_set_grad_enabled":
+            stack = list((node.meta.get("nn_module_stack") or {}).values())
+            path, opened_by = stack[-1] if stack else ("", None)
+            if path and getattr(opened_by, "__qualname__", opened_by) in SPECTRAL_NORMS:
+                advice = f"it is spectral_norm's power iteration: {_spectral_norm_advice(path, 'parametrization')}"
         raise InvalidParameterError("model", f"{name} cannot be costed: its forward holds {what}{_region_site(node)}, "
                                              f"which torch.export writes as the higher-order operator {kind}, "
                                              f"whose operators are not read; {advice}")
