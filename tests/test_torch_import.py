@@ -1389,3 +1389,34 @@ def test_a_node_too_large_for_every_device_is_not_blamed_on_the_peaks():
     assert type(error.value) is NodeFitsNoDeviceError
     assert str(error.value) == ("node 0 ('time_embed') fits no device: needs 6.4e+10 bytes, accelerator memory is "
                                 "34359738368; no cpu devices")
+
+
+class CachingNormed(nn.Module):
+    """Two layers given torch.nn.utils.weight_norm, and a tensor forward keeps as a plain attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)   # deprecated for the parametrization
+            self.a, self.b = nn.utils.weight_norm(nn.Linear(8, 8)), nn.utils.weight_norm(nn.Linear(8, 2))
+
+    def forward(self, x):
+        self.cache = x * 2
+        return self.b(torch.tanh(self.a(x)))
+
+
+def test_weights_the_norm_hooks_compute_draw_no_warning_to_register_them_as_buffers():
+    """torch warned that weight_norm's and spectral_norm's weights, which their hooks compute before each call,
+    were tensor attributes assigned during export that must be registered as buffers: advice the model's user
+    cannot follow, for weights the export reads as the operators they are. Other attributes are still told of."""
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        normed = nn.Sequential(nn.utils.weight_norm(nn.Linear(8, 8)), nn.Tanh(),
+                               nn.utils.spectral_norm(nn.Linear(8, 2))).eval()
+    for model, told in ((normed, []), (CachingNormed(), [["self.a.weight", "self.b.weight", "self.cache"]])):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert import_module(model, (torch.randn(4, 8),)).ops
+        assert [sorted(re.search(r"attributes? (.*) (?:was|were) assigned", str(w.message))[1].split(", "))
+                for w in caught if "assigned during export" in str(w.message)] == told   # in any order

@@ -292,6 +292,13 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None, 
         # a recurrent layer's weights list (nn.LSTM._flat_weights), which torch rebuilds while exporting
         # and then warns about: its parameters are read as any others
         warnings.filterwarnings("ignore", message=r"The tensor attributes .*_flat_weights", category=UserWarning)
+        # the weights torch.nn.utils.weight_norm and spectral_norm compute before each call of their module,
+        # which torch warns should be registered as buffers: the export reads them as the operators they are
+        hooked = "|".join(re.escape(name) for name in _hook_computed_weights(model))
+        if hooked:
+            warnings.filterwarnings("ignore", category=UserWarning, message=(
+                rf"The tensor attributes? self\.(?:{hooked})(?:, self\.(?:{hooked}))* (?:was|were) assigned during "
+                "export"))
         try:
             program = torch.export.export(model, tuple(args), kwargs or {}, dynamic_shapes=dynamic_shapes)
         except Exception as exc:  # torch raises many types; the user gets the first line of the reason
@@ -410,6 +417,17 @@ def _readable_region(node: Any, module: Any, torch: Any, needs: set[Any], gradie
     return all(_readable_region(n, inner, torch, needs, True) for n in inner.graph.nodes
                if n.op == "call_function" and not isinstance(n.target, torch._ops.OpOverload)
                and n.target is not operator.getitem)
+
+
+def _hook_computed_weights(model: Any) -> list[str]:
+    """The attributes of ``model`` (qualified names) that ``torch.nn.utils.weight_norm`` and
+    ``torch.nn.utils.spectral_norm``, forward pre-hooks (the forms before parametrizations), compute from the
+    trained tensors before each call of their module."""
+    from torch.nn.utils.spectral_norm import SpectralNorm
+    from torch.nn.utils.weight_norm import WeightNorm
+
+    return [f"{name}.{hook.name}" if name else hook.name for name, module in model.named_modules()
+            for hook in module._forward_pre_hooks.values() if isinstance(hook, (SpectralNorm, WeightNorm))]
 
 
 def _spectral_norm_hook_in_training(model: Any) -> str | None:
