@@ -1212,6 +1212,33 @@ def test_the_mixing_check_leaves_the_model_its_inputs_and_the_random_state_as_fo
                       devices="epyc-7763:2", stages=2, microbatches=2)
 
 
+class PaddedEncoder(nn.Module):
+    """An nn.TransformerEncoder given a padding mask: in evaluation without gradients it takes its nested-tensor
+    path, of which torch warns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True), 2)
+        self.out = nn.Linear(8, 2)
+
+    def forward(self, x, padding):
+        return self.out(self.encoder(x, src_key_padding_mask=padding)[:, 0])
+
+
+def test_the_mixing_check_passes_on_no_warning_of_its_own_runs():
+    """The check runs the model in evaluation without gradients, a mode the caller did not ask for: a training
+    plan of an encoder given a padding mask passed on torch's warning of the nested tensors of that mode."""
+    torch.manual_seed(0)
+    padding = torch.zeros(4, 5, dtype=torch.bool)
+    padding[:, 3:] = True
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pp = plan_pipeline(PaddedEncoder(), (torch.randn(4, 5, 8), padding), devices="epyc-7763:2", stages=2,
+                           microbatches=2)
+    assert pp.num_stages == 2
+    assert [f"{w.category.__name__}: {w.message}" for w in caught] == []
+
+
 class WithPosition(nn.Module):
     """Returns, beside its output, a learned position expanded over the batch: a view of its parameter."""
 

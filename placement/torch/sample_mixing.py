@@ -19,7 +19,8 @@ The runs are in evaluation mode (dropout off, batch normalisation on its running
 batch normalisation in training mode normalises each micro-batch by its own statistics is a
 property of pipelining the docs state), without gradients, on one thread of the CPU, each on its own
 copies of the inputs and from the model as found: every module's mode, parameter and buffer, and
-torch's random state, are put back after each. A model or inputs on another device (the meta
+torch's random state, are put back after each, and what torch warns of in them is not passed on (a mode
+the caller did not ask for: ``nn.TransformerEncoder``'s nested tensors). A model or inputs on another device (the meta
 device; a GPU, whose context a process forked after planning could not use), a model whose forward
 costs more than :data:`MOST_FLOPS` per micro-batch or whose tensors take more than
 :data:`MOST_BYTES` (the runs would take long), and one that fails on the other samples are not run.
@@ -28,6 +29,7 @@ costs more than :data:`MOST_FLOPS` per micro-batch or whose tensors take more th
 from __future__ import annotations
 
 import contextlib
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -71,8 +73,11 @@ def sample_runs(model: Any, args: Sequence[Any], kwargs: dict | None, batch: int
         return isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == batch
 
     def run(change: Callable[[Any], Any], seed: int = 0) -> list[Any]:
-        # each run on its own copies of the inputs (a model may write into them), from the state as found
-        with _left_as_found(model, torch), _one_thread(torch), torch.no_grad():
+        # each run on its own copies of the inputs (a model may write into them), from the state as found; what
+        # torch warns of in these runs is of a mode the caller did not ask for (nn.TransformerEncoder's nested
+        # tensors, a path it takes in evaluation without gradients alone)
+        with _left_as_found(model, torch), _one_thread(torch), torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             torch.default_generator.manual_seed(seed)
             given = tree_map(lambda v: change(v) if batched(v) else v, (tuple(args), kwargs or {}))
             # copies: an output may be a view of a parameter or buffer, which putting the state back writes into
