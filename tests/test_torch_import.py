@@ -1250,6 +1250,30 @@ def test_known_export_failures_say_what_in_the_model_to_change():
         "between steps")
 
 
+def test_a_batch_norm_in_training_given_one_value_per_channel_is_named_with_the_change_to_make():
+    """A micro-batch of one sample gives a BatchNorm1d in training one value per channel: torch's words named
+    neither the module nor the change (every frame of the error is torch's, so no line either)."""
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = nn.BatchNorm1d(8)
+
+        def forward(self, x):
+            return torch.relu(self.norm(x))
+
+    model = nn.Sequential(nn.Linear(4, 8), Block(), nn.Linear(8, 2))
+    with pytest.raises(InvalidParameterError) as err:
+        import_module(model, (torch.randn(1, 4),))
+    assert str(err.value) == (
+        "model Sequential cannot be exported: its BatchNorm1d '1.norm' normalises each channel by the statistics "
+        "of its input in training mode, and is given one value per channel (an input of shape [1, 8]), which "
+        "torch refuses: give micro-batches of more samples (the example inputs are one micro-batch), or plan the "
+        "model in eval()")
+    assert err.value.parameter == "model"
+    import_module(model, (torch.randn(2, 4),))
+    import_module(model.eval(), (torch.randn(1, 4),))
+
+
 def test_products_searches_and_selections_without_a_kernel_of_their_own_are_costed():
     """Per output element 1 FLOP for outer (a [4] by b [8]: 32), kron ([2, 3] by [2, 2]: [4, 6], 24), erfinv (32)
     and cross ([4, 3]: 12), 4 for polar (a cosine, a sine and two products: 4 · 32 = 128); per input element

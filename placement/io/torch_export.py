@@ -311,7 +311,7 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None, 
                 raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: its output holds a "
                                                      f"{unknown[1]}, which is no tensor, tuple, list or dict"
                                                      f"{advice}") from None
-            known = _untraceable(model, first) or _packed_sequence(model, exc)
+            known = _untraceable(model, first) or _packed_sequence(model, exc) or _one_value_norm(model, exc, first)
             if known:
                 raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: {known}") from None
             remedy = DATA_DEPENDENT if "data-dependent" in first.lower() else ""   # dynamo: "Data-dependent"
@@ -555,6 +555,26 @@ def _packed_sequence(model: Any, exc: BaseException) -> str:
                     "tensor, which torch.export cannot read as sizes: give it the padded tensor, and mask or gather "
                     "by the lengths what the steps past each sequence's end change")
     return ""
+
+
+def _one_value_norm(model: Any, exc: BaseException, first: str) -> str:
+    """What to change where ``torch.export`` stopped at a batch normalisation in training mode given one value
+    per channel (a micro-batch of one sample of a ``[batch, features]`` input), whose batch statistics torch
+    refuses; ``""`` where ``exc`` is another error."""
+    import torch
+
+    if not first.startswith("Expected more than 1 value per channel when training"):
+        return ""
+    norms = [entry.tb_frame.f_locals.get("self") for entry in _frames(exc)]
+    norm = next((m for m in reversed(norms) if isinstance(m, torch.nn.modules.batchnorm._NormBase)), None)
+    name = next((n for n, m in model.named_modules() if m is norm), None) if norm is not None else None
+    if name is None:
+        return ""
+    shape = re.search(r"input size torch\.Size\((\[[^]]*\])\)", first)
+    called = f"its {type(norm).__name__} {name!r}" if name else f"the {type(norm).__name__}"   # the model itself
+    return (f"{called} normalises each channel by the statistics of its input in training mode, and is given one "
+            f"value per channel{f' (an input of shape {shape[1]})' if shape else ''}, which torch refuses: give "
+            "micro-batches of more samples (the example inputs are one micro-batch), or plan the model in eval()")
 
 
 class _Held:
