@@ -780,11 +780,11 @@ class SparseTables(nn.Module):
         return self.out(h + self.twice(h.argmax(-1)))
 
 
-def _step_and_save_gradients(rank: int, port: int, pp, args: tuple, target, out_dir: str) -> None:
+def _step_and_save_gradients(rank: int, port: int, pp, args: tuple, target, out_dir: str, loss=loss_fn) -> None:
     """Rank ``rank`` of 2 runs one 1F1B step of its stage of ``pp`` and saves its parameters' gradients."""
     _join_group(rank, 2, port)
     try:
-        sched = pp.schedule(pp.build_stage(rank, torch.device("cpu")), loss_fn, schedule="1f1b")
+        sched = pp.schedule(pp.build_stage(rank, torch.device("cpu")), loss, schedule="1f1b")
         sched.step(*args) if rank == 0 else sched.step(target=target)
         torch.save({k: p.grad for k, p in sched._stage.submod.named_parameters()}, os.path.join(out_dir, f"{rank}.pt"))
     finally:
@@ -1123,3 +1123,46 @@ def test_a_trained_layer_whose_result_reaches_the_loss_only_through_detach_gets_
     head = torch.load(tmp_path / "1.pt")
     assert sorted(head) == ["1.bias", "1.weight"]
     assert all(_relative(head[k], dict(model.named_parameters())[k].grad) <= 1e-6 for k in head)
+
+
+class IdleTiedTable(nn.Module):
+    """A table read by the first stage, detached, and by the last as an output projection whose result the loss
+    does not read: no reader of it gets a gradient."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(24, WIDTH)
+        self.body = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.Tanh(), nn.Linear(WIDTH, WIDTH), nn.Tanh())
+        self.out = nn.Linear(WIDTH, 4)
+
+    def forward(self, tokens, x):
+        h = self.body(x + self.table(tokens).mean(1).detach())
+        return self.out(h), h @ self.table.weight.t()
+
+
+def _first_output_loss(out, target):
+    return loss_fn(out[0], target)
+
+
+def test_a_shared_parameter_no_holder_gets_a_gradient_for_keeps_none(tmp_path):
+    """The holders of a shared parameter summed their parts, zeros for those that had none: where no holder had
+    one, the parameter ended the step with zeros where the model leaves none (an optimiser's weight decay or
+    momentum then changed it). It keeps none; the gradients of the others are the model's."""
+    torch.manual_seed(0)
+    model = IdleTiedTable()
+    g = torch.Generator().manual_seed(1)
+    tokens, x, target = (torch.randint(0, 24, (BATCH, 3), generator=g), torch.randn(BATCH, WIDTH, generator=g),
+                         torch.randn(BATCH, 4, generator=g))
+    pp = plan_pipeline(model, micro((tokens, x), 0), devices="epyc-7763:2", stages=2, microbatches=MICROBATCHES)
+    assert pp.shared_parameters == {"table.weight": (0, 1)}
+    assert _run_ranks(_step_and_save_gradients, (pp, (tokens, x), target, str(tmp_path), _first_output_loss), 2,
+                      timeout=120) == [0, 0]
+    grads = [torch.load(tmp_path / f"{rank}.pt") for rank in range(2)]
+    for k in range(MICROBATCHES):
+        _first_output_loss(model(*micro((tokens, x), k)), micro((target,), k)[0]).backward()
+    assert model.table.weight.grad is None
+    assert [grads[rank]["table.weight"] for rank in range(2)] == [None, None]
+    expected = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+    held = {name: grad for part in grads for name, grad in part.items() if grad is not None}
+    assert sorted(held) == sorted(expected)
+    assert all(_relative(held[name], expected[name]) <= 1e-6 for name in held)

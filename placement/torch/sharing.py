@@ -131,5 +131,8 @@ class GradientExchange:
                 dist.recv(theirs, src=self.rank_of(first), group=self.group)
                 dist.recv(total, src=self.rank_of(first), group=self.group)
                 layout = int(theirs)
+            if layout == 0:   # no holder got a gradient this step: none, as autograd leaves none in the model
+                p.grad = before / scale if before is not None and scale != 1 else before
+                continue
             total = total.to_sparse() if layout == 1 else total
             p.grad = total if before is None else (before / scale if scale != 1 else before) + total
