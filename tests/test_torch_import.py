@@ -1429,15 +1429,19 @@ class CachingNormed(nn.Module):
         return self.b(torch.tanh(self.a(x)))
 
 
-def test_weights_the_norm_hooks_compute_draw_no_warning_to_register_them_as_buffers():
-    """torch warned that weight_norm's and spectral_norm's weights, which their hooks compute before each call,
-    were tensor attributes assigned during export that must be registered as buffers: advice the model's user
-    cannot follow, for weights the export reads as the operators they are. Other attributes are still told of."""
+def test_weights_the_norm_and_pruning_hooks_compute_draw_no_warning_to_register_them_as_buffers():
+    """torch warned that weight_norm's, spectral_norm's and pruning's weights, which their hooks compute before
+    each call, were tensor attributes assigned during export that must be registered as buffers: advice the
+    model's user cannot follow, for weights the export reads as the operators they are. Other attributes are
+    still told of."""
+    from torch.nn.utils import prune
+
     torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         normed = nn.Sequential(nn.utils.weight_norm(nn.Linear(8, 8)), nn.Tanh(),
-                               nn.utils.spectral_norm(nn.Linear(8, 2))).eval()
+                               nn.utils.spectral_norm(nn.Linear(8, 8)), nn.Tanh(), nn.Linear(8, 2)).eval()
+    prune.l1_unstructured(normed[4], "weight", amount=0.5)
     for model, told in ((normed, []), (CachingNormed(), [["self.a.weight", "self.b.weight", "self.cache"]])):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -292,8 +292,8 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None, 
         # a recurrent layer's weights list (nn.LSTM._flat_weights), which torch rebuilds while exporting
         # and then warns about: its parameters are read as any others
         warnings.filterwarnings("ignore", message=r"The tensor attributes .*_flat_weights", category=UserWarning)
-        # the weights torch.nn.utils.weight_norm and spectral_norm compute before each call of their module,
-        # which torch warns should be registered as buffers: the export reads them as the operators they are
+        # the weights torch.nn.utils.weight_norm, spectral_norm and pruning compute before each call of their
+        # module, which torch warns should be registered as buffers: the export reads them as the operators they are
         hooked = "|".join(re.escape(name) for name in _hook_computed_weights(model))
         if hooked:
             warnings.filterwarnings("ignore", category=UserWarning, message=(
@@ -420,14 +420,20 @@ def _readable_region(node: Any, module: Any, torch: Any, needs: set[Any], gradie
 
 
 def _hook_computed_weights(model: Any) -> list[str]:
-    """The attributes of ``model`` (qualified names) that ``torch.nn.utils.weight_norm`` and
-    ``torch.nn.utils.spectral_norm``, forward pre-hooks (the forms before parametrizations), compute from the
-    trained tensors before each call of their module."""
+    """The attributes of ``model`` (qualified names) that ``torch.nn.utils.weight_norm``,
+    ``torch.nn.utils.spectral_norm`` (the forms before parametrizations) and the pruning methods of
+    ``torch.nn.utils.prune``, forward pre-hooks, compute from the module's tensors before each call of it."""
+    from torch.nn.utils.prune import BasePruningMethod
     from torch.nn.utils.spectral_norm import SpectralNorm
     from torch.nn.utils.weight_norm import WeightNorm
 
-    return [f"{name}.{hook.name}" if name else hook.name for name, module in model.named_modules()
-            for hook in module._forward_pre_hooks.values() if isinstance(hook, (SpectralNorm, WeightNorm))]
+    def computed(hook: Any) -> str | None:
+        if isinstance(hook, (SpectralNorm, WeightNorm)):
+            return hook.name
+        return getattr(hook, "_tensor_name", None) if isinstance(hook, BasePruningMethod) else None
+
+    return [f"{name}.{field}" if name else field for name, module in model.named_modules()
+            for field in map(computed, module._forward_pre_hooks.values()) if field]
 
 
 def _spectral_norm_hook_in_training(model: Any) -> str | None:
