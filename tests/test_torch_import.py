@@ -1222,8 +1222,8 @@ def test_max_unpool_is_a_copy():
 
 def test_known_export_failures_say_what_in_the_model_to_change():
     """torch.export's own words for a BatchNorm with momentum=None in training (a data-dependent guard) and
-    for a parameter's .data read in forward (a fake tensor in the program's constants) name neither the
-    module nor the change."""
+    for a parameter's .data read in forward or a gradient taken there (a fake tensor in the program's constants)
+    name neither the module nor the change."""
     norm = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8, momentum=None), nn.Linear(8, 2))
     with pytest.raises(InvalidParameterError) as err:
         import_module(norm, (torch.randn(4, 4),))
@@ -1241,13 +1241,27 @@ def test_known_export_failures_say_what_in_the_model_to_change():
         def forward(self, x):
             return self.layer(x) + self.layer.weight.data.sum()
 
-    with pytest.raises(InvalidParameterError) as err:
-        import_module(ReadsData(), (torch.randn(4, 4),))
-    assert str(err.value) == (
-        "model ReadsData cannot be exported: forward uses a tensor torch.export cannot trace to the model's "
-        "parameters, buffers or inputs (it calls it lifted_tensor_0), such as a parameter's .data: read the "
-        "parameter itself (.detach() where no gradient is to flow), and write into parameters outside forward, "
-        "between steps")
+    class TakesGradient(nn.Module):   # a physics-informed residual: the derivative of the output by the input
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = nn.Linear(4, 1)
+
+        def forward(self, x):
+            x = x.clone().requires_grad_(True)
+            u = torch.tanh(self.layer(x))
+            return torch.cat([u, torch.autograd.grad(u.sum(), x, create_graph=True)[0]], 1)
+
+    # torch's words for both are the same: the message says the one for a gradient too, where it said .data alone
+    for model in (ReadsData(), TakesGradient()):
+        with pytest.raises(InvalidParameterError) as err:
+            import_module(model, (torch.randn(4, 4),))
+        assert str(err.value) == (
+            f"model {type(model).__name__} cannot be exported: forward uses a tensor torch.export cannot trace to the "
+            "model's parameters, buffers or inputs (it calls it lifted_tensor_0), such as a parameter's .data or a "
+            "gradient forward takes itself (torch.autograd.grad: a gradient penalty, the derivatives of a "
+            "physics-informed residual): read the parameter itself (.detach() where no gradient is to flow), and "
+            "write into parameters outside forward, between steps; a gradient taken in forward has no such form "
+            "(no stage runs autograd on another's operators): plan the model without it")
 
 
 def test_a_batch_norm_in_training_given_one_value_per_channel_is_named_with_the_change_to_make():

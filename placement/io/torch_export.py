@@ -461,7 +461,7 @@ def _untraceable(model: Any, first: str) -> str:
     it is a known case, with what to change; ``""`` otherwise. A batch normalisation in training mode with
     ``momentum=None`` keeps a cumulative average, ``1 / num_batches_tracked``, a value read from a tensor
     (data-dependent); a tensor lifted as a constant of the program is one forward made outside autograd's
-    record of the parameters (``.data``); a TorchScript module, the model or a scripted module inside it, is no
+    record of the parameters (``.data``) or with autograd itself (``torch.autograd.grad``); a TorchScript module, the model or a scripted module inside it, is no
     Python code to trace (torch's advice, a converter to an ``ExportedProgram``, gives no module to plan); a
     quantized module of ``torch.ao`` holds its weights packed in a TorchScript object, which it does not trace."""
     import torch
@@ -491,8 +491,11 @@ def _untraceable(model: Any, first: str) -> str:
     lifted = re.search(r"fake tensor in the exported program constant's list.*?model attribute: (\w+)", first)
     if lifted:
         return (f"forward uses a tensor torch.export cannot trace to the model's parameters, buffers or inputs "
-                f"(it calls it {lifted[1]}), such as a parameter's .data: read the parameter itself (.detach() where "
-                "no gradient is to flow), and write into parameters outside forward, between steps")
+                f"(it calls it {lifted[1]}), such as a parameter's .data or a gradient forward takes itself "
+                "(torch.autograd.grad: a gradient penalty, the derivatives of a physics-informed residual): read the "
+                "parameter itself (.detach() where no gradient is to flow), and write into parameters outside "
+                "forward, between steps; a gradient taken in forward has no such form (no stage runs autograd on "
+                "another's operators): plan the model without it")
     return ""
 
 
