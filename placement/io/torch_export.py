@@ -444,8 +444,8 @@ def _spectral_norm_hook_in_training(model: Any) -> str | None:
 
     for name, module in model.named_modules():
         for hook in module._forward_pre_hooks.values():
-            weight = getattr(module, f"{getattr(hook, 'name', '')}_orig", None)
-            if isinstance(hook, SpectralNorm) and module.training and getattr(weight, "requires_grad", False):
+            if isinstance(hook, SpectralNorm) and module.training and getattr(
+                    getattr(module, f"{hook.name}_orig", None), "requires_grad", False):
                 return name
     return None
 
@@ -461,9 +461,10 @@ def _untraceable(model: Any, first: str) -> str:
     it is a known case, with what to change; ``""`` otherwise. A batch normalisation in training mode with
     ``momentum=None`` keeps a cumulative average, ``1 / num_batches_tracked``, a value read from a tensor
     (data-dependent); a tensor lifted as a constant of the program is one forward made outside autograd's
-    record of the parameters (``.data``) or with autograd itself (``torch.autograd.grad``); a TorchScript module, the model or a scripted module inside it, is no
-    Python code to trace (torch's advice, a converter to an ``ExportedProgram``, gives no module to plan); a
-    quantized module of ``torch.ao`` holds its weights packed in a TorchScript object, which it does not trace."""
+    record of the parameters (``.data``) or with autograd itself (``torch.autograd.grad``); a TorchScript
+    module, the model or a scripted module inside it, is no Python code to trace (torch's advice, a converter to
+    an ``ExportedProgram``, gives no module to plan); a quantized module of ``torch.ao`` holds its weights packed
+    in a TorchScript object, which it does not trace."""
     import torch
 
     if isinstance(model, torch.jit.ScriptModule):

@@ -897,7 +897,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
         raise LimitExceededError(f"no plan found within the limits: {result.message}", "time_limit")
     gm = pipe_split_module(imported.source, layout_from_instance(instance), result.to_plan(), relayed=True)
     part = partition(gm, names, frozenset(model.state_dict().keys()))
-    if training:   # the values that need a gradient: those stages send one back for
+    if training:   # the values that get a gradient: those stages send one back for
         part = dataclasses.replace(part, gradients=backward_values(imported.graph.graph))
     if len(part.stages) != result.num_stages:
         raise InvalidInstanceError(f"the program splits into {len(part.stages)} stages, the plan has "

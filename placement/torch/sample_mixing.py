@@ -19,10 +19,10 @@ The runs are in evaluation mode (dropout off, batch normalisation on its running
 batch normalisation in training mode normalises each micro-batch by its own statistics is a
 property of pipelining the docs state), without gradients, on one thread of the CPU, each on its own
 copies of the inputs and from the model as found: every module's mode, parameter and buffer, and
-torch's random state, are put back after each, and what torch warns of in them is not passed on (a mode
-the caller did not ask for: ``nn.TransformerEncoder``'s nested tensors). A model or inputs on another device (the meta
-device; a GPU, whose context a process forked after planning could not use), a model whose forward
-costs more than :data:`MOST_FLOPS` per micro-batch or whose tensors take more than
+torch's random state, are put back after each, and what torch warns of in them is not passed on (a
+mode the caller did not ask for: ``nn.TransformerEncoder``'s nested tensors). A model or inputs on
+another device (the meta device; a GPU, whose context a process forked after planning could not use), a
+model whose forward costs more than :data:`MOST_FLOPS` per micro-batch or whose tensors take more than
 :data:`MOST_BYTES` (the runs would take long), and one that fails on the other samples are not run.
 """
 
