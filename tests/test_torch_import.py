@@ -831,6 +831,36 @@ def test_an_einsum_s_products_know_the_operands_of_their_factors():
     assert einsum_gradients(ordered, given) == [((1, 2, 20, 20), False, True)]
 
 
+def test_an_einsum_reads_a_dimension_of_1_as_a_broadcast():
+    """ATen reads an operand's index only where its dimension is not 1: such a dimension broadcasts.
+    bhqd,bhkd->bhqk with one head of ``k`` (multi-query attention) runs ``b`` = 2 GEMMs of ``h·q`` = 12 rows,
+    not 8 of 3; bij,bjk->bik with ``j`` 1 multiplies (2·3·4 = 24 elements), a pointwise operator, where a GEMM of
+    48 FLOPs was charged; ij,jk,kl->il with ``k`` 1 in the last operand sums ``k`` out of the second before its
+    GEMM with the first (2·2·3 = 12 FLOPs) and then multiplies (10), where two GEMMs of 48 and 80 were charged.
+    Each as torch runs it (FlopCounterMode counts its GEMMs, no multiply)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from placement.io.torch_export import export_program, graph_from_program
+
+    cases = {"bhqd,bhkd->bhqk": [(2, 4, 3, 8), (2, 1, 5, 8)], "bij,bjk->bik": [(2, 3, 1), (2, 1, 4)],
+             "ij,jk,kl->il": [(2, 3), (3, 4), (1, 5)]}
+
+    class Einsums(nn.Module):
+        def forward(self, *xs):
+            return [torch.einsum(equation, *xs[i:i + len(shapes)]) for i, (equation, shapes)
+                    in zip((0, 2, 4), cases.items())]
+
+    xs = tuple(torch.randn(*shape) for shapes in cases.values() for shape in shapes)
+    ops = [op for op in graph_from_program(export_program(Einsums(), xs), "Einsums").ops if "einsum" in op.target]
+    assert [(op.kind, op.flops) for op in ops] == [("matmul", 1920.0), ("pointwise", 24.0), ("matmul", 22.0)]
+    assert [[(s.m, s.n, s.k, s.batch) if s.kind == "gemm" else s.elements for s in op.operators] for op in ops] \
+        == [[(12, 5, 8, 2)], [24], [(2, 1, 3, 1), 10]]
+    assert ops[2].kernels == 2
+    with FlopCounterMode(display=False) as counter:
+        Einsums()(*xs)
+    assert counter.get_total_flops() == 1920 + 12
+
+
 def test_index_tables_and_weight_norm_have_cost_formulas():
     """``tril_indices`` makes a table of indices from sizes alone (a constant, as ``arange``), weight_norm's
     ``_weight_norm`` divides a weight by its norm (a normalisation of its 36 elements: 5 · 36 = 180): both

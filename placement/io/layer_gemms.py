@@ -5,7 +5,9 @@ Einsum (:func:`einsum_products`): the GEMM ``(batch, m, n, k)`` it runs, ``batch
 indices of both operands that the output keeps, ``m`` (``n``) those of the first (second) operand alone
 that it keeps, ``k`` those of both that it sums; an index of one operand alone that the output drops
 is summed before, at no GEMM cost. An ellipsis stands for the dimensions it covers, aligned from the
-right as in broadcasting. An einsum that sums no index both operands share (``bi,bj->bij``) is a
+right as in broadcasting. An operand whose dimension is 1 has no such index: it broadcasts, as ATen
+reads it (``bhqd,bhkd->bhqk`` with one head of ``k`` runs ``b`` GEMMs of ``h·q`` rows; ``ij,jk->ik``
+with ``j`` 1 multiplies). An einsum that sums no index both operands share (``bi,bj->bij``) is a
 broadcast multiply, no GEMM (:func:`einsum_multiplies`). One of three or more operands runs one such
 product of two at a time (:func:`einsum_products`, ATen's order), an index kept while the output or an
 operand not yet multiplied has it. Autograd differentiates each such product (:func:`einsum_gradients`):
@@ -108,7 +110,8 @@ def einsum_contractions(equation: object, operands: Sequence[Shape], path: objec
     def group(chars: set[str]) -> int:
         return math.prod(size[c] for c in chars)
 
-    left = [set(t) for t in terms]
+    # ATen reads an index only where its operand's dimension is not 1: a dimension of 1 broadcasts
+    left = [{c for c, d in zip(t, shape) if int(d) != 1} for t, shape in zip(terms, operands)]
     held = [(k,) for k in range(len(terms))]   # the operands each of ``left`` is made of
     steps: list[Contraction] = []
     for step in range(len(terms) - 1):

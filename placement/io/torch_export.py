@@ -41,8 +41,8 @@ transposed convolution (weight ``[C_in, C_out/g, *k]``) 2 · numel(input) · num
 scaled dot-product attention, q ``[…, L, E]``,          2 · (numel(q)/E) · S · (E + E_v)
 k ``[…, S, E]``, v ``[…, S, E_v]``                      (the two matmuls)
 einsum of two operands (an ellipsis stands for the      2 · Π of the sizes of every index
-dimensions it covers)                                   (batch, kept and contracted: one GEMM);
-                                                        numel(out) where it sums no index both
+dimensions it covers; a dimension of 1 broadcasts: no   (batch, kept and contracted: one GEMM);
+index of its operand)                                   numel(out) where it sums no index both
                                                         operands share (``bi,bj->bij``: torch
                                                         multiplies, a pointwise operator)
 einsum of three or more operands                        the sum of its products of two operands,
