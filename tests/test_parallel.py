@@ -983,6 +983,21 @@ def test_a_time_limit_returns_the_pipeline_along_the_order_with_its_bound():
     assert info.value.detail == "does not apply to objective='time-per-batch' (its search runs to the end)"
 
 
+def test_a_time_limit_plan_that_meets_its_bound_is_optimal():
+    """Past the time limit the chain's plan is proven where it meets the bound Σ least t·time over the devices:
+    a -> b, times 4 and 2 at t = 1 (6 and 6 at t = 2), one device: the bound (4 + 2) / 1 = 6, and the one
+    plan, {a, b} on d = t = 1 (no edge crosses), takes 6. On two devices the bound falls to 3 and the same
+    plan (the optimum: t = 2 takes 12, d = 2 does not divide m = 1, and two stages take 6 at a, 4 + 2·1 for its
+    edge both ways) is not proven."""
+    inst = chain([{1: (tmpc("v", 4),), 2: (tmpc("v", 6),)}, {1: (tmpc("v", 2),), 2: (tmpc("v", 6),)}], cost=1.0)
+    stopped = placement.solve(inst, time_limit=1e-9)
+    assert (str(stopped.status), stopped.value, stopped.bound) == ("optimal", 6.0, 6.0)
+    assert stopped.message == ("the time limit ran out while the DP filled its table (1 of 3 sets); the plan is "
+                               "the best pipeline along one topological order, which meets the bound of every plan")
+    two = placement.solve(inst, devices=2, time_limit=1e-9)
+    assert (str(two.status), two.value, two.bound) == ("feasible", 6.0, 3.0)
+
+
 def test_both_passes_of_the_dp_tell_their_progress(monkeypatch):
     """The pass along one topological order, which on a chain does all the work of the DP over the sets again
     and ran minutes on long chains, tells its progress as the DP over the sets does: a clock that moves two

@@ -103,7 +103,8 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     ``forward_share`` (its time per batch is Piper's, forward share 1/3): not given they are ``None``, and
     given, whatever their value, they are refused there. The other schedules' DP runs to the end
     unless given ``time_limit`` (objective ``throughput``): past it, the best pipeline along one topological
-    order is returned, ``feasible``, with the bound Σ of the nodes' least ``t · time`` over the devices."""
+    order is returned, ``feasible``, with the bound Σ of the nodes' least ``t · time`` over the devices (``optimal``
+    where its value meets that bound)."""
     started = time.perf_counter()
     if not isinstance(instance, PiperInstance):
         raise InvalidParameterError("instance", f"must be a PiperInstance (placement.load reads a Piper file into "
@@ -197,8 +198,12 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
         return answer(Status.NO_SOLUTION, evaluation=evaluation,
                       message=f"the DP claims {found.value!r}, the evaluator computes {evaluation.value!r}")
     if stopped:
-        return answer(Status.FEASIBLE, found.plan, evaluation.value, min(found.stats["lower_bound"], evaluation.value),
-                      evaluation, message=stopped)
+        lower = found.stats["lower_bound"]
+        if evaluation.value <= lower * (1 + AGREEMENT_TOLERANCE):   # the order's plan meets the bound of every plan
+            return answer(Status.OPTIMAL, found.plan, evaluation.value, min(lower, evaluation.value), evaluation,
+                          message=f"{stopped}, which meets the bound of every plan")
+        return answer(Status.FEASIBLE, found.plan, evaluation.value, min(lower, evaluation.value), evaluation,
+                      message=stopped)
     return answer(Status.OPTIMAL, found.plan, evaluation.value, min(found.value, evaluation.value), evaluation)
 
 
