@@ -320,6 +320,14 @@ class Op:
         return math.ceil(self.weight_factor(gradient))
 
     def backward_flops(self, gradient: Gradient) -> float:
+        """:meth:`backward_factor` times its forward FLOPs; for an einsum's or a recurrent layer's gradient
+        products, their sum itself (the factor, their sum over the forward's, times the forward's need not
+        give it back to the last digit: 126 / 90 · 90 is 125.99999999999999)."""
+        if gradient.needed and self.flops > 0:
+            if self.contractions:
+                return float(layer_gemms.einsum_flops(self.einsum_gradient(gradient)))
+            if self.kind == "recurrent" and self.recurrent:
+                return float(sum(map(gemm_flops, self.recurrent_gradient(gradient))))
         return self.backward_factor(gradient) * self.flops
 
     def backward_bytes(self, gradient: Gradient) -> float:
