@@ -275,6 +275,22 @@ def test_search_leaves_the_dp_plan_when_the_bound_meets_it_and_improves_a_stalli
     assert (found.value, found.bound, found.proven) == (12.0, 12.0, True)
 
 
+def test_search_tries_larger_degrees_where_fill_and_drain_keep_the_dp_plan_from_the_bound():
+    # Nine nodes of C = 3 (F = 1, B = 2) and P = 0.25 each, m = 9, 9 devices, 1F1B (nine nodes: no branch and
+    # bound). The DP's plan, nine stages of d = 1, is the only one of largest TPS 3 (a stage of k nodes at d
+    # has TPS ≥ 3k/d, plus a ring where d > 1, and Σ d ≤ 9 = Σ k), so the bound is m·M* = 27; micro-batch 0
+    # reaches the last stage at 8, which then runs 9·3 = 27, and the last backward returns over 8·2: 51, and
+    # 1F1B does not stall there (GPipe takes as long). One stage of d = 9: each replica runs one micro-batch of
+    # 27, then 2·8 ring steps of 2·2.25/9 = 0.5: 35 = m·TPS. Three stages of d = 3: 6 + 3·9 + 2·6 = 45, then
+    # stage 0's 4 ring steps of 2·0.75/3: 47.
+    instance = chain([3.0] * 9, m=9, parameters=[0.25] * 9)
+    found = search_time_per_batch(instance, devices=9, memory=1e15, schedule="1f1b", max_sets=100)
+    assert (found.value, found.bound, found.proven) == (35.0, 27.0, False)
+    assert (found.stats["dp_plan_time_per_batch"], found.stats["dp_plan_stalls"]) == (51.0, False)
+    assert [(s.nodes, s.d, s.t) for s in found.plan.stages] == [(tuple(range(9)), 9, 1)]
+    assert found.stats["candidates"] == 2    # d = 3 and d = 9; d = 1 is the DP's own degree
+
+
 def test_objective_is_refused_with_piper_schedule():
     instance = chain([3, 6], m=4)
     with pytest.raises(InvalidParameterError, match=r"^schedule must be one of 'gpipe', '1f1b' with "

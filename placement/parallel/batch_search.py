@@ -18,12 +18,17 @@ Search:
 
 1. The DP's plan (optimal for ``max_k TPS_k``) is the first incumbent. When its ``T`` meets
    ``m·M*`` (single-stage plans do: nothing waits) it is optimal.
-2. When 1F1B stalls on that plan — it takes longer than GPipe on the same plan, the sign that its
-   in-flight limits make replicas wait: with ``y_k`` micro-batches in flight and data-parallel
-   degrees that do not run in step, a replica waits for round trips — the DP restricted to one
-   degree ``d`` for every stage is run for the :data:`MAX_CANDIDATES` degrees nearest the plan's
-   device-weighted mean degree (:func:`candidate_degrees`); every plan found is a candidate. (A
-   heuristic for the incumbent: the bound and the proof do not depend on it.)
+2. When that plan does not meet the bound — 1F1B stalls on it (with ``y_k`` micro-batches in flight and
+   data-parallel degrees that do not run in step, a replica waits for round trips), or its fill and drain
+   (the first micro-batch reaches the last stage, the last comes back) leave the bottleneck idle — the DP
+   restricted to one degree ``d`` for every stage is run for every divisor ``d`` of ``m`` up to the devices
+   (:func:`candidate_degrees`), smallest first; every plan found is a candidate. ``Σ d ≤ m`` caps such a plan
+   at ``m / d`` stages, so the large degrees are the few-stage plans (``d > m/2``: one stage, which nothing
+   makes wait) and the small ones the many-stage plans. Skipped: the degree the DP's plan already has at every
+   stage (the restricted DP's optimum is ``M*`` again), and under 1F1B every degree above one at which no plan
+   fits (a uniform plan keeps its stages, devices per stage at most ``d·t``, and micro-batches in flight
+   ``y_k = S − k`` at a smaller degree: none fits there either). The loop stops when a candidate meets the
+   bound. (A heuristic for the incumbent: the bound and the proof do not depend on it.)
 3. On instances of at most :data:`EXHAUSTIVE_NODES` nodes and one device type, a branch and bound over every plan
    (stages front to back: a predecessor-closed set of what is left, ``t``, ``d``, and the
    TMPC choices that are not dominated in (compute, boundary bytes, parameters, activation and
@@ -49,6 +54,7 @@ from fractions import Fraction
 from typing import Any, Callable
 
 from placement.io.piper import PiperInstance
+from placement.parallel.devices import device_counts
 from placement.parallel.dp import listed_sets, solve_parallel
 from placement.parallel.plan import ParallelPlan, ParallelStage
 from placement.parallel.tables import build_tables
@@ -60,8 +66,6 @@ EXHAUSTIVE_NODES = 8
 #: the most partial plans the branch and bound extends before it gives up (8-node chains of two TMPCs per
 #: degree, measured: 14,000-56,000 steps, 0.5-4.5 s)
 DEFAULT_MAX_NODES = 100_000
-#: the most uniform-degree candidates (DP runs) the search tries
-MAX_CANDIDATES = 3
 #: schedules whose time per batch the search minimises
 BATCH_SCHEDULES = ("gpipe", "1f1b")
 
@@ -114,11 +118,16 @@ def search_time_per_batch(instance: PiperInstance, *, devices: int, memory: floa
     stalls = best_plan is not None and schedule == "1f1b" and best > time_per_batch(
         instance, best_plan, "gpipe", forward_share=forward_share) * (1 + tolerance)
     stats["dp_plan_stalls"] = stalls
-    if not proven_by_bound() and stalls:
-        for d in candidate_degrees(found.plan, m):
+    if best_plan is not None and not proven_by_bound():
+        none_fits = math.inf    # under 1F1B, the least degree at which no uniform plan fits
+        for d in candidate_degrees(best_plan, m, _device_total(instance, devices)):
+            if d >= none_fits or proven_by_bound():
+                break
             uniform = solve_parallel(instance, devices=devices, memory=memory, schedule=schedule, tables=tables,
                                      sets=sets, allowed=[(t, d) for t in tables.degrees], strict_memory=strict_memory)
             stats["candidates"] += 1
+            if uniform.plan is None and schedule == "1f1b":
+                none_fits = d
             if uniform.plan is None or m * uniform.value >= best:
                 continue
             value = time_per_batch(instance, uniform.plan, schedule, forward_share=forward_share)
@@ -137,12 +146,18 @@ def search_time_per_batch(instance: PiperInstance, *, devices: int, memory: floa
     return BatchSearch(best, best_plan, min(bound, best), proven, found.value, stats)
 
 
-def candidate_degrees(plan: ParallelPlan, microbatches: int) -> list[int]:
-    """The :data:`MAX_CANDIDATES` divisors ``d`` of ``microbatches`` (at most the plan's devices) nearest,
-    by ratio, to the plan's device-weighted mean degree ``Σ d_k²·t_k / Σ d_k·t_k`` (ties: the smaller)."""
-    mean = sum(s.d * s.devices for s in plan.stages) / plan.devices
-    divisors = [d for d in range(1, min(plan.devices, microbatches) + 1) if microbatches % d == 0]
-    return sorted(divisors, key=lambda d: (abs(math.log(d / mean)), d))[:MAX_CANDIDATES]
+def candidate_degrees(plan: ParallelPlan, microbatches: int, devices: int) -> list[int]:
+    """The degrees of the uniform-degree candidates (module docstring), ascending: every divisor ``d`` of
+    ``microbatches`` up to ``devices`` but the one every stage of ``plan`` (the DP's) already has."""
+    same = {s.d for s in plan.stages}
+    return [d for d in range(1, min(devices, microbatches) + 1)
+            if microbatches % d == 0 and same != {d}]
+
+
+def _device_total(instance: PiperInstance, devices) -> int:
+    """The devices of every type together (``devices``: a count, or counts per type)."""
+    counts = device_counts(instance, devices)
+    return sum(counts.values()) if isinstance(counts, dict) else counts
 
 
 class _Stop(Exception):
@@ -262,5 +277,5 @@ class _BranchAndBound:
                                            for block, d, t, _, choice in stages), self.schedule)
 
 
-__all__ = ["BATCH_SCHEDULES", "DEFAULT_MAX_NODES", "EXHAUSTIVE_NODES", "MAX_CANDIDATES", "BatchSearch",
+__all__ = ["BATCH_SCHEDULES", "DEFAULT_MAX_NODES", "EXHAUSTIVE_NODES", "BatchSearch",
            "candidate_degrees", "search_time_per_batch"]
