@@ -291,6 +291,23 @@ def test_search_tries_larger_degrees_where_fill_and_drain_keep_the_dp_plan_from_
     assert found.stats["candidates"] == 2    # d = 3 and d = 9; d = 1 is the DP's own degree
 
 
+def test_uniform_degrees_that_cannot_help_are_not_solved():
+    # C = (6, 3), m = 4, 3 devices, 1F1B: the DP's plan d = (2, 1) (TPS 3 each, bound 12) takes 18 (stage 1
+    # runs F, B of 1 and 2 as micro-batches come: its B(3) ends at 14, stage 0's B(3) of 4 at 18). A plan of
+    # d = 2 everywhere has one stage (2·t ≤ 3 devices), of TPS ≥ L/2 = 9/2: 4·9/2 = 18 does not beat 18, so
+    # only d = 1 is solved.
+    found = search_time_per_batch(chain([6.0, 3.0], m=4), devices=3, memory=1e15, schedule="1f1b", max_sets=100)
+    assert (found.stats["dp_plan_time_per_batch"], found.stats["candidates"], found.value) == (18.0, 1, 18.0)
+    # Four nodes of C = 3, each keeping 10 bytes on devices of 10, m = 4, 4 devices: every node needs a stage
+    # of its own. Under 1F1B no plan of d = 2 (two stages at most) fits, so d = 4 is not solved (its plans would
+    # fit at d = 2: the same stages and micro-batches in flight); GPipe solves both.
+    instance = chain([3.0] * 4, m=4, resident=[10.0] * 4)
+    assert search_time_per_batch(instance, devices=4, memory=10.0, schedule="1f1b",
+                                 max_sets=100).stats["candidates"] == 1
+    assert search_time_per_batch(instance, devices=4, memory=10.0, schedule="gpipe",
+                                 max_sets=100).stats["candidates"] == 2
+
+
 def test_objective_is_refused_with_piper_schedule():
     instance = chain([3, 6], m=4)
     with pytest.raises(InvalidParameterError, match=r"^schedule must be one of 'gpipe', '1f1b' with "

@@ -25,7 +25,9 @@ Search:
    (:func:`candidate_degrees`), smallest first; every plan found is a candidate. ``Σ d ≤ m`` caps such a plan
    at ``m / d`` stages, so the large degrees are the few-stage plans (``d > m/2``: one stage, which nothing
    makes wait) and the small ones the many-stage plans. Skipped: the degree the DP's plan already has at every
-   stage (the restricted DP's optimum is ``M*`` again), and under 1F1B every degree above one at which no plan
+   stage (the restricted DP's optimum is ``M*`` again); a degree whose plans keep too few devices busy to
+   beat the incumbent (``m·L / (d·⌊devices/d⌋) ≥`` its ``T``, ``L`` the least device time of all nodes:
+   :func:`_uniform_floor`); and under 1F1B every degree above one at which no plan
    fits (a uniform plan keeps its stages, devices per stage at most ``d·t``, and micro-batches in flight
    ``y_k = S − k`` at a smaller degree: none fits there either). The loop stops when a candidate meets the
    bound. (A heuristic for the incumbent: the bound and the proof do not depend on it.)
@@ -120,9 +122,12 @@ def search_time_per_batch(instance: PiperInstance, *, devices: int, memory: floa
     stats["dp_plan_stalls"] = stalls
     if best_plan is not None and not proven_by_bound():
         none_fits = math.inf    # under 1F1B, the least degree at which no uniform plan fits
-        for d in candidate_degrees(best_plan, m, _device_total(instance, devices)):
+        total = _device_total(instance, devices)
+        for d in candidate_degrees(best_plan, m, total):
             if d >= none_fits or proven_by_bound():
                 break
+            if m * _uniform_floor(instance, d, total) >= best:
+                continue
             uniform = solve_parallel(instance, devices=devices, memory=memory, schedule=schedule, tables=tables,
                                      sets=sets, allowed=[(t, d) for t in tables.degrees], strict_memory=strict_memory)
             stats["candidates"] += 1
@@ -152,6 +157,18 @@ def candidate_degrees(plan: ParallelPlan, microbatches: int, devices: int) -> li
     same = {s.d for s in plan.stages}
     return [d for d in range(1, min(devices, microbatches) + 1)
             if microbatches % d == 0 and same != {d}]
+
+
+def _uniform_floor(instance: PiperInstance, d: int, devices: int) -> float:
+    """A lower bound on ``max_k TPS_k`` of every plan whose stages all have degree ``d`` on an instance without
+    device types (``0`` with them): ``L / (d·⌊devices/d⌋)``, ``L`` the least device time of all nodes (Σ of the
+    least ``t · timePerSample``). Its stages' ``t_k`` sum to at most ``⌊devices/d⌋`` and their compute ``C_k``
+    satisfies ``Σ t_k·C_k ≥ L``, so some stage has ``C_k ≥ L / ⌊devices/d⌋`` and ``TPS_k ≥ C_k / d``."""
+    if instance.device_types:
+        return 0.0
+    least = math.fsum(min(t * c.time_per_sample for t, cs in node.configurations.items() for c in cs)
+                      for node in instance.nodes)
+    return least / (d * (devices // d))
 
 
 def _device_total(instance: PiperInstance, devices) -> int:
