@@ -154,6 +154,28 @@ def test_one_microbatch_link_mode_runs_every_transfer_in_sequence():
     assert simulate(problem, plan, "gpipe", 1).iteration_time == 20.0
 
 
+def test_a_transfer_that_costs_nothing_takes_no_turn_on_the_link():
+    """f0 (3) -> f1 (1) -> b1 (1) -> b0 (1), f0 -> b0; c(f0) = 0, c(b1) = 2; device 0 {f0, b0}, device 1
+    {f1, b1}; 1F1B-flush, 2 micro-batches, communication on links. f0's tensor costs nothing: no send on
+    device 0, no receive on device 1. d0 F0 [0,3] F1 [3,6]; d1 F0 [3,4] B0 [4,5], its link sends b1
+    [5,7]; d1 F1 starts when d0's F1 ends, at 6, though its link is busy until 7: F1 [6,7] B1 [7,8],
+    send [8,10]; d0 link receives [7,9] and [10,12], B0 [9,10] B1 [12,13]: iteration 13 (14 if F1 took
+    a turn on the link after the send)."""
+    nodes = [Node(0, "f0", (3.0, None), colour=0), Node(1, "f1", (1.0, None), colour=1),
+             Node(2, "b1", (1.0, None), backward=True, colour=1, out_cost=2.0),
+             Node(3, "b0", (1.0, None), backward=True, colour=0)]
+    edges = [Edge(0, 1), Edge(0, 3), Edge(1, 2), Edge(2, 3)]
+    problem = make_two_type_problem(nodes, edges, 2, 0, math.inf, name="free-forward")
+    plan = Plan((DeviceAssignment("accelerator", (0, 3)), DeviceAssignment("accelerator", (1, 2))))
+    run = simulate(problem, plan, "1f1b-flush", 2, comm="link")
+    runs = sorted((t.stage, t.start, t.end, t.kind, t.microbatch) for t in run.tasks)
+    assert runs == [(0, 0, 3, "F", 0), (0, 3, 6, "F", 1), (0, 7, 9, "recv", 0), (0, 9, 10, "B", 0),
+                    (0, 10, 12, "recv", 1), (0, 12, 13, "B", 1),
+                    (1, 3, 4, "F", 0), (1, 4, 5, "B", 0), (1, 5, 7, "send", 0), (1, 6, 7, "F", 1),
+                    (1, 7, 8, "B", 1), (1, 8, 10, "send", 1)]
+    assert run.iteration_time == 13.0
+
+
 def test_split_backward_is_strictly_shorter_on_uniform_stages():
     # 4 uniform stages, f = 1, b = 2 (B 1 + W 1), 8 micro-batches: 1F1B-flush takes (8 + 3) x 3 = 33;
     # W tasks fill the cool-down, so split-backward ends earlier.
