@@ -259,10 +259,11 @@ def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, com
 def w_lags(pipeline: Pipeline, schedule: Schedule) -> list[int | None]:
     """Per stage, how many rounds its W call trails its B under ``schedule`` (``None``: W fills idle time).
 
-    1F1B on a split plan runs ``W(j − δ)`` right after ``B(j)``: ``δ = 0`` when the stage's W reads only
-    its own tensors and forward outputs (all there by its ``B(j)``); when it also reads the output of
-    the B of stages ``k ≠ i``, which the round of ``B(j)`` may not have produced yet (a chain of B calls
-    between ``i`` and ``k`` may take up to one round per stage), ``δ = 1 + max |k − i|``."""
+    1F1B on a split plan runs ``W(j − δ)`` right after ``B(j)``: ``δ = 0`` when the stage's W receives
+    nothing from another stage's B (what it reads is there by its ``B(j)``: its own tensors, forward
+    outputs, and what its B call received); when it receives the output of the B of stages ``k ≠ i``,
+    which the round of ``B(j)`` may not have produced yet (a chain of B calls between ``i`` and ``k`` may
+    take up to one round per stage), ``δ = 1 + max |k − i|``."""
     if not (pipeline.split and schedule.weight_calls_in_order):
         return [None] * len(pipeline.stages)
     lags = []
