@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from placement.costmodel.network import Layer, Network, bundled_networks, load_network, parse_network, read_network
-from placement.errors import InvalidInstanceError
+from placement.errors import InvalidInstanceError, InvalidParameterError
 
 
 def test_bundled_names():
@@ -202,3 +202,11 @@ def test_an_instance_given_to_hypar_is_named_as_one(capsys):
     path = ROOT / "instances" / "tiny" / "chain4.json"
     assert main(["hypar", str(path), "--accelerators", "4", "--batch", "32"]) == 2
     assert capsys.readouterr().err == f"error: {path}: the document is an instance or a model file, {NOT_A_NETWORK}\n"
+
+
+@pytest.mark.parametrize("value, shown", [(5, "int"), (None, "NoneType"), (b"vgg-a", "bytes")])
+def test_a_network_given_as_neither_a_name_nor_a_path_is_refused_with_a_typed_error(value, shown):
+    # Path(5) raised "TypeError: expected str, bytes or os.PathLike object, not int"
+    with pytest.raises(InvalidParameterError) as info:
+        load_network(value)
+    assert str(info.value) == f"name_or_path must be a network name or file path, not {shown}"

@@ -37,10 +37,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from importlib import resources
 from importlib.resources.abc import Traversable
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from placement.errors import InvalidInstanceError
+from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.jsonfile import ROUNDED_INTEGER, json_type_name, json_value_text, parse_file
 from placement.misspelling import misspelling_message, misspelt_field
 
@@ -284,6 +285,9 @@ def bundled_networks() -> tuple[str, ...]:
 
 def load_network(name_or_path: str | Path) -> Network:
     """A network by file path, or by bundled name (case-insensitive, e.g. ``vgg-a``)."""
+    if not isinstance(name_or_path, (str, PathLike)):
+        raise InvalidParameterError("name_or_path", f"must be a network name or file path, not "
+                                                    f"{type(name_or_path).__name__}")
     path = Path(name_or_path)
     if str(name_or_path) and path.is_file():
         return read_network(path)
