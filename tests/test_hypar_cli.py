@@ -179,6 +179,19 @@ def test_names_that_do_not_print_are_escaped_in_the_tables(tmp_path, capsys):
     assert lines[row + 1].split()[:2] == ["c", "fc"]           # the next row is the next layer's
 
 
+def test_names_that_do_not_print_are_escaped_in_the_header_and_the_notes(tmp_path, capsys):
+    """The network's name "x\\ny" split the header line, and a note naming layer "a\\nb" split over two lines.
+    fc 4 -> 4 on 2 accelerators, batch 1: dp costs A(dW) = 16, mp A(F_1) = 4, so only all-dp splits the batch."""
+    network = tmp_path / "named.json"
+    network.write_text('{"name": "x\\ny", "layers": [{"name": "a\\nb", "type": "fc", "in": 4, "out": 4}]}')
+    assert main(["hypar", str(network), "--accelerators", "2", "--batch", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "network   x\\ny: 1 weighted layer (0 conv, 1 fc), 16 weights"
+    assert [line for line in lines if "splits" in line] == [
+        "note: all-dp splits the batch of layer a\\nb into 2 shares, which batch 1 does not divide: its amounts "
+        "count fractions of a sample"]
+
+
 def test_hypar_counts_one_layer_in_the_singular(tmp_path, capsys):
     # it printed "1 weighted layers"; fc 3 -> 2 on 2 accelerators, batch 1: dp 6 (A(dW)), mp 2 (A(F_1)),
     # mp-out 0 (the first layer's input error is never computed)

@@ -6,7 +6,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from placement.costmodel.hypar import BYTES_PER_ELEMENT, LETTERS, SIDES, hierarchy_levels, partition_letters
-from placement.report.table import format_table
+from placement.report.table import format_table, printable
 from placement.wording import counted
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def format_hypar(result: HyparResult) -> str:
     levels = hierarchy_levels(accelerators)
     kinds = [layer.kind for layer in network.layers]
     lines = [
-        f"network   {network.name}: {counted(len(network.layers), 'weighted layer', 'weighted layers')} "
+        f"network   {printable(network.name)}: {counted(len(network.layers), 'weighted layer', 'weighted layers')} "
         f"({kinds.count('conv')} conv, "
         f"{kinds.count('fc')} fc), {counted(network.parameters, 'weight')}",
         f"setting   {accelerators} accelerators ({counted(levels, 'level')}), batch {batch}, partition types "
@@ -73,5 +73,5 @@ def format_hypar(result: HyparResult) -> str:
     lines += format_table(rows, left=set())
     for name, why in skipped.items():
         lines.append(f"{name}: skipped: {why}")
-    lines += [f"note: {note}" for note in result.notes]
+    lines += [f"note: {printable(note)}" for note in result.notes]   # a name's newline too
     return "\n".join(lines) + "\n"
