@@ -68,6 +68,7 @@ def _error(doc) -> str:
     ({"format": float("nan")}, "unknown network format NaN; expected 'placement-network/1'"),
     ({}, "missing field 'layers'"),
     ({"layers": {}}, "field 'layers' must be an array, got object"),
+    ({"layers": None}, "field 'layers' must be an array, got null"),   # it said "missing field 'layers'"
     ({"layers": []}, "the network has no layers"),
     ({"layers": [{"name": "a", "type": "fc", "in": 2}]}, "layer 0: missing field 'out'"),
     # a field the reader does not know, where the one it needs is missing: named with the layer's fields

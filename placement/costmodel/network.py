@@ -234,9 +234,9 @@ def parse_network(data: Any, name: str = "") -> Network:
     source = data.get("source", "")
     if not isinstance(source, str):
         raise InvalidInstanceError(f"field 'source' must be a string, got {json_type_name(source)}")
-    raw = data.get("layers")
-    if raw is None:
+    if "layers" not in data:   # a null one is there, and named as what it is, as a layer's null fields are
         raise InvalidInstanceError("missing field 'layers'")
+    raw = data["layers"]
     if not isinstance(raw, list):
         raise InvalidInstanceError(f"field 'layers' must be an array, got {json_type_name(raw)}")
     layers: list[Layer] = []
