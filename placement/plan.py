@@ -17,8 +17,8 @@ from placement.problem.instance import is_flag
 
 def _ids(value: object, what: str) -> tuple[int, ...]:
     """``value`` as a tuple of node ids (integers of any integer type); :class:`InvalidPlanError`
-    naming ``what`` otherwise."""
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+    naming ``what`` otherwise (a mapping too, whose iteration gives its keys)."""
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
         raise InvalidPlanError(f"{what} must be a sequence of node ids, got {type(value).__name__}")
     ids = tuple(value)
     if all(type(v) is int for v in ids):

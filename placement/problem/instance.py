@@ -31,6 +31,7 @@ import heapq
 import math
 import numbers
 import sys
+from collections.abc import Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
@@ -83,10 +84,12 @@ def _as_flag(value: object) -> object:
 
 
 def _as_times(value: object) -> object:
-    """A sequence of times (``None`` where unsupported) as a tuple of floats; anything else unchanged."""
+    """A sequence of times (``None`` where unsupported) as a tuple of floats; anything else unchanged, for
+    :func:`validate` to name: a mapping or a set too, whose iteration gives no time per device type in order
+    (a dict would give its keys)."""
     if type(value) is tuple and all(type(p) is float or p is None for p in value):
         return value
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+    if isinstance(value, (str, bytes, Mapping, Set)) or not isinstance(value, Iterable):
         return value
     return tuple(None if p is None else _as_float(p) for p in value)
 
@@ -559,6 +562,9 @@ def _check_weight_times(n: Node, types: tuple[DeviceType, ...]) -> None:
     most the node's time there."""
     if not n.backward:
         raise InvalidInstanceError(f"node {n.id}: weight times given for a forward node")
+    if not isinstance(n.weight_times, tuple):
+        raise InvalidInstanceError(f"node {n.id}: weight_times must be a sequence of numbers (None where "
+                                   f"unsupported), got {type(n.weight_times).__name__}")
     if len(n.weight_times) != len(types):
         raise InvalidInstanceError(f"node {n.id}: {len(n.weight_times)} weight times given for {len(types)} device types")
     for t, p, w in zip(types, n.times, n.weight_times):
