@@ -110,5 +110,5 @@ def stage_count(instance: Any, stages: Any) -> int | None:
     stages = integer("stages", stages, smallest=1, optional=True)
     total = sum(t.count for t in instance.device_types)
     if stages is not None and stages > total:
-        raise InvalidParameterError("stages", f"must be at most the number of devices ({total}), got {stages}")
+        raise InvalidParameterError("stages", f"must be at most the number of devices ({total}), got {shown(stages)}")
     return stages

@@ -180,6 +180,8 @@ def test_unknown_keyword_is_a_type_error():
     ({"stages": 0}, "stages", "stages must be a positive integer or None, not 0"),
     ({"stages": True}, "stages", "stages must be a positive integer or None, not True"),
     ({"stages": 3}, "stages", "stages must be at most the number of devices (2), got 3"),
+    ({"stages": 10**400}, "stages", "stages must be at most the number of devices (2), got an integer of about 401 "
+                                    "digits"),
     ({"calls": 2}, "calls", "calls applies to objective='latency' only"),
     # given at their defaults, the options are refused where they do not apply, as at any other value
     ({"calls": 1}, "calls", "calls applies to objective='latency' only"),
