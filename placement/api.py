@@ -21,13 +21,14 @@ from typing import Any, Callable, Mapping
 from placement.errors import InvalidParameterError, LimitExceededError
 from placement.io.plans import as_plan
 from placement.loading import as_loaded, is_piper, loaded_as_overridden, override_devices
-from placement.parameters import callback, flag, integer, number, one_of
+from placement.parameters import callback, flag, integer, keywords_checked, number, one_of
 from placement.result import Verification
 
 HYPAR_FORMAT = "placement-hypar/1"
 DEFAULT_MICROBATCHES = 64
 
 
+@keywords_checked
 def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity: str | None = None,
            calls: int | None = None, infer_from_colours: bool | None = None, ledger: bool | None = None,
            accelerators: int | None = None, cpus: int | None = None, memory: float | None = None,
@@ -254,6 +255,7 @@ def solved_devices(instance: Any, plan: Any, accelerators: Any, cpus: Any, memor
         raise plan_error(plan, f"the plan records the device overrides {listed}, with which {exc}") from None
 
 
+@keywords_checked
 def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatches: int | None = None,
              comm: str | None = None, w_fraction: float | None = None, engine: str | None = None,
              accelerators: int | None = None, cpus: int | None = None, memory: float | None = None,
@@ -410,6 +412,7 @@ class HyparResult:
         }
 
 
+@keywords_checked
 def hypar(network: str | PathLike[str], *, accelerators: int, batch: int, types: int = 2,
           progress: Callable[[str], None] | None = None) -> HyparResult:
     """Plan hybrid data/model parallelism of a layer chain with every planner of

@@ -18,6 +18,7 @@ from os import PathLike
 from typing import Any, Callable, Mapping
 
 from placement.errors import InvalidParameterError
+from placement.parameters import keywords_checked
 from placement.plan import Plan
 from placement.wording import as_given
 
@@ -67,6 +68,7 @@ def _exporters() -> dict[str, Callable[[Any, Plan], Any]]:
             "pipe-split": lambda layout, plan: {"ops": pipe_split_ops(layout, plan)}}
 
 
+@keywords_checked
 def split(instance: str | PathLike[str] | Mapping[str, Any], plan: Any, *, format: str = "split-spec") -> Split:
     """``plan`` (a Result, Plan, plan document or plan file) of ``instance`` (an instance file or document
     written by the model importers, which records the modules and operators of every node) in the form

@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping
 from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.jsonfile import (MAX_INPUT_BYTES, json_type_name, parse_file, refuse_non_finite_document,
                                 refuse_non_string_keys)
+from placement.parameters import keywords_checked
 from placement.problem.instance import ACCELERATOR, CPU, Instance
 
 FORMATS = ("tarnawski", "native", "piper")
@@ -131,6 +132,7 @@ def detect_format(data: Any) -> str:
     return "native" if "deviceTypes" in data else "tarnawski"
 
 
+@keywords_checked
 def load(source: str | PathLike[str] | Mapping[str, Any], *, format: str | None = None,
          max_bytes: int = MAX_INPUT_BYTES) -> Any:
     """The validated instance held by ``source``: a file path, or a decoded JSON document (dict).

@@ -112,3 +112,27 @@ def stage_count(instance: Any, stages: Any) -> int | None:
     if stages is not None and stages > total:
         raise InvalidParameterError("stages", f"must be at most the number of devices ({total}), got {shown(stages)}")
     return stages
+
+
+def keywords_checked(function: Callable) -> Callable:
+    """``function`` refusing a keyword it does not take as Python does (a :class:`TypeError`), naming the keyword it
+    takes that the unknown one is a misspelling of, where there is one (``time_limt``: ``time_limit``)."""
+    import functools
+    import inspect
+
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    names = tuple(p.name for p in inspect.signature(function).parameters.values() if p.kind in kinds)
+    known = frozenset(names)
+
+    @functools.wraps(function)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        if not known.issuperset(kwargs):
+            import difflib
+
+            unknown = next(name for name in kwargs if name not in known)
+            near = difflib.get_close_matches(unknown, names, n=1, cutoff=0.6)
+            raise TypeError(f"{function.__name__}() got an unexpected keyword argument {unknown!r}"
+                            + (f"; did you mean {near[0]!r}?" if near else ""))
+        return function(*args, **kwargs)
+
+    return checked

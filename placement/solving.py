@@ -33,8 +33,8 @@ from typing import Any, Callable, Mapping
 from placement.errors import (Interrupted, InvalidParameterError, InvalidPlanError, LimitExceededError,
                               SolverUnavailableError, unwritable)
 from placement.loading import override_devices
-from placement.parameters import (MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT, callback, integer, number, one_of,
-                                  stage_count)
+from placement.parameters import (MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT, callback, integer, keywords_checked, number,
+                                  one_of, stage_count)
 from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.problem.objectives import OBJECTIVES, check_objective
 from placement.problem.split import SPLIT_DEFAULTS, refuse_split_options
@@ -52,6 +52,7 @@ _DEFAULTS: dict[str, Any] = {"backend": None, "time_limit": None, "gap": 0.0, "t
 _PIPER_TAKES = ("time_limit", "max_ideals", "stages")
 
 
+@keywords_checked
 def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, method: str = AUTO,
           objective: str = "throughput", contiguity: str | None = None, backend: str | None = None,
           time_limit: float | None = None, gap: float | None = None, threads: int | None = None,

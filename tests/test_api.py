@@ -170,6 +170,30 @@ def test_unknown_keyword_is_a_type_error():
         placement.solve(CHAIN4, bogus=1)
 
 
+@pytest.mark.parametrize("call, message", [
+    (lambda: placement.solve(CHAIN4, time_limt=5), "solve() got an unexpected keyword argument 'time_limt'; did you "
+                                                   "mean 'time_limit'?"),
+    (lambda: placement.solve(CHAIN4, bogus=1), "solve() got an unexpected keyword argument 'bogus'"),
+    (lambda: placement.verify(CHAIN4, {"fpgas": []}, contiguty="stages"),
+     "verify() got an unexpected keyword argument 'contiguty'; did you mean 'contiguity'?"),
+    (lambda: placement.simulate(CHAIN4, {"fpgas": []}, microbatch=8),
+     "simulate() got an unexpected keyword argument 'microbatch'; did you mean 'microbatches'?"),
+    (lambda: placement.load(CHAIN4, max_byte=10), "load() got an unexpected keyword argument 'max_byte'; did you mean "
+                                                  "'max_bytes'?"),
+    (lambda: placement.hypar("lenet-c", accelerator=4, batch=32),
+     "hypar() got an unexpected keyword argument 'accelerator'; did you mean 'accelerators'?"),
+    (lambda: placement.split(CHAIN4, {"fpgas": []}, fromat="stages"),
+     "split() got an unexpected keyword argument 'fromat'; did you mean 'format'?"),
+    (lambda: placement.codesign(CHAIN4, chip=2, power=300), "codesign() got an unexpected keyword argument 'chip'; did "
+                                                            "you mean 'chips'?"),
+])
+def test_a_misspelt_keyword_is_a_type_error_naming_the_keyword_meant(call, message):
+    # refused before any work, as Python refuses it, with the keyword it is a misspelling of
+    with pytest.raises(TypeError) as caught:
+        call()
+    assert str(caught.value) == message
+
+
 @pytest.mark.parametrize("kwargs, parameter, message", [
     ({"contiguity": "nonee"}, "contiguity", "contiguity must be one of 'none', 'sets', 'stages', not 'nonee'"),
     ({"method": "dq"}, "method", None),
@@ -263,6 +287,7 @@ def test_load_names_json_text_given_as_a_file_name():
         assert (info.value.parameter, info.value.detail) == ("instance", "is JSON text, not a file name; pass the "
                                                              "decoded document (json.loads of the text) or the "
                                                              "path of a file holding it")
+
 
 
 def test_load_detects_piper_and_solve_refuses_it():

@@ -21,6 +21,7 @@ from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 BASELINES = {"wham": "wham", "random": "random_search", "fixed": "fixed"}
 
 
+@parameters.keywords_checked
 def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_MM2, homogeneous: bool = False,
              grid: Any = None, objective: str = "throughput", exhaustive: bool = False, baseline: str | None = None,
              scheduler: str | None = None, max_combinations: int | None = None,
