@@ -215,6 +215,9 @@ def _verify_parallel(instance: Any, plan: Any, ledger: bool) -> Any:
 def _loaded_for_check(instance: Any, plan: Any, accelerators: Any, cpus: Any, memory: Any) -> tuple[Any, Any]:
     """The instance a check of ``plan`` reads (:func:`placement.loading.loaded_as_overridden`, with the
     overrides :func:`taken_overrides` gives), and the plan, read where that took its file."""
+    from placement.io.plans import refuse_json_text
+
+    refuse_json_text(plan)
     read: list[Any] = []
     loaded = loaded_as_overridden(instance, lambda: taken_overrides(read, plan, accelerators, cpus, memory))
     return loaded, read[0] if read else plan

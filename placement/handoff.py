@@ -84,11 +84,13 @@ def split(instance: str | PathLike[str] | Mapping[str, Any], plan: Any, *, forma
     from placement.api import solved_devices
     from placement.io.exporters import deepspeed_notes, in_pipeline_order, read_layout
     from placement.io.megatron import megatron_notes
-    from placement.io.plans import PlanFile, as_plan, made_for_another, plan_error, read_plan_file, recorded_overrides
+    from placement.io.plans import (PlanFile, as_plan, made_for_another, plan_error, read_plan_file, recorded_overrides,
+                                    refuse_json_text)
     from placement.loading import as_instance, loaded_with_document
     from placement.parameters import one_of
 
     form = one_of("format", format, SPLIT_FORMATS)
+    refuse_json_text(plan)
     if not isinstance(instance, (str, PathLike, Mapping)):
         raise InvalidParameterError("instance", "must be an instance file or document written by the model "
                                                 f"importers (it records every node's modules), not "

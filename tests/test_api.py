@@ -289,6 +289,21 @@ def test_load_names_json_text_given_as_a_file_name():
                                                              "path of a file holding it")
 
 
+def test_a_plan_given_as_json_text_is_named_so_not_looked_for_as_a_file():
+    # it was read as a file name: "InvalidPlanError: {"fpgas": ...}: no such file"
+    text = json.dumps({"fpgas": [{"nodes": [1, 2]}, {"nodes": [3, 4]}]})
+    detail = ("is JSON text, not the name of a plan file; pass the decoded document (json.loads of the text) or the "
+              "path of a file holding it")
+    calls = {"plan": [lambda: placement.verify(CHAIN4, text), lambda: placement.simulate(CHAIN4, text),
+                      lambda: placement.split(ROOT / "instances" / "models" / "gpt2-inference.json", text)],
+             "split": [lambda: placement.solve(CHAIN4, method="expert", split=text)]}
+    for parameter, refused in calls.items():
+        for call in refused:
+            with pytest.raises(placement.InvalidParameterError) as info:
+                call()
+            assert (info.value.parameter, info.value.detail) == (parameter, detail)
+    assert placement.verify(CHAIN4, json.loads(text)).value == 7.5
+
 
 def test_load_detects_piper_and_solve_refuses_it():
     path = ROOT.parent / "shared" / "piper" / "gnmt.json"

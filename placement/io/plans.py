@@ -197,6 +197,15 @@ class PlanFile(dict):
         self.path = os.fspath(path)
 
 
+def refuse_json_text(plan: object, parameter: str = "plan") -> None:
+    """Refuse ``plan`` where it is JSON text rather than the name of a file (no file of that name, and it opens an
+    object or an array), as :func:`placement.load` refuses an instance given so: reading it as a file name only
+    said there was no such file."""
+    if isinstance(plan, str) and plan.lstrip()[:1] in ("{", "[") and not os.path.exists(plan):
+        raise InvalidParameterError(parameter, "is JSON text, not the name of a plan file; pass the decoded "
+                                               "document (json.loads of the text) or the path of a file holding it")
+
+
 def read_plan_file(plan: object) -> object:
     """``plan`` read into a :class:`PlanFile` where it is the path of a plan file (a regular file, or a pipe,
     which can be read once); anything else as it is. A document that is no JSON object is refused as
@@ -565,6 +574,7 @@ def as_plan(plan: object, parameter: str = "plan") -> Plan:
     if callable(to_plan):
         return to_plan()
     if isinstance(plan, (str, PathLike)):
+        refuse_json_text(plan, parameter)
         return read_plan(os.fspath(plan))
     if isinstance(plan, PlanFile):   # its errors name the file, as read_plan's do
         try:
