@@ -95,6 +95,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     started = time.perf_counter()
     from placement.loading import is_piper, loaded_as_overridden
 
+    read = {"instance": instance, "warm_start": warm_start, "split": split}   # the files the solve reads, if any
     instance = loaded_as_overridden(instance, lambda: {"accelerators": accelerators, "cpus": cpus, "memory": memory})
     given = dict(backend=backend, time_limit=time_limit, gap=gap, threads=threads, seed=seed, stages=stages,
                  calls=calls, warm_start=warm_start, max_ideals=max_ideals, log=log, split=split, restarts=restarts,
@@ -143,7 +144,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         "stages": integer("stages", stages, smallest=1, optional=True),
         "calls": integer("calls", _DEFAULTS["calls"] if calls is None else calls, smallest=1),
         "warm_start": _warm_start(_DEFAULTS["warm_start"] if warm_start is None else warm_start),
-        "max_ideals": integer("max_ideals", max_ideals, smallest=1, optional=True), "log": _log(log),
+        "max_ideals": integer("max_ideals", max_ideals, smallest=1, optional=True), "log": _log(log, read),
         "split": split, "restarts": integer("restarts", restarts, smallest=1, optional=True),
         "progress": callback("progress", progress), "objective": objective, "contiguity": contiguity,
     }
@@ -588,17 +589,22 @@ def _warm_start(warm_start: Any) -> Any:
         raise InvalidParameterError("warm_start", f"must be True, False or a plan ({exc})") from None
 
 
-def _log(log: Any) -> str | None:
+def _log(log: Any, read: Mapping[str, Any]) -> str | None:
     """The solver log's path, checked before any work (:func:`placement.whole_file.probe_writable`, and
     :func:`placement.whole_file.empty_write`: ``/dev/full`` is refused here); the solver appends its log to the
     file. A write that fails once the search has begun (a disk that filled) is a
-    :class:`~placement.errors.LogWriteWarning`, and the result is kept."""
+    :class:`~placement.errors.LogWriteWarning`, and the result is kept. A file that one of the parameters ``read``
+    names (the instance, a plan to start from) is refused: the log appended to it would spoil it."""
     if log is not None and not isinstance(log, (str, PathLike)):
         raise InvalidParameterError("log", f"must be a file path or None, not {type(log).__name__}")
     if log is None:
         return None
     if not os.fspath(log):   # no file: probing it wrote "cannot be written: : Is a directory"
         raise InvalidParameterError("log", "must be a file path or None, not an empty name")
+    for name, given in read.items():
+        if isinstance(given, (str, PathLike)) and _same_file(log, given):
+            raise InvalidParameterError("log", f"names the file given as {name} ({os.fspath(given)}): the solver's "
+                                               "log appended to it would spoil it; choose another file")
     from placement.whole_file import empty_write, probe_writable
 
     try:
@@ -607,3 +613,11 @@ def _log(log: Any) -> str | None:
     except OSError as exc:
         raise unwritable(log, exc, "log") from None
     return os.fspath(log)
+
+
+def _same_file(path: Any, other: Any) -> bool:
+    """Whether the paths ``path`` and ``other`` both name one existing file."""
+    try:
+        return os.path.samefile(path, other)
+    except (OSError, ValueError):   # either missing, or a name no file can have
+        return False

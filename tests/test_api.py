@@ -773,6 +773,24 @@ class _PathOf:
         return str(self.path)
 
 
+def test_a_log_that_names_a_file_the_solve_reads_is_refused_before_it_spoils_it(tmp_path):
+    # the solver's log was appended to the instance file itself, which then no longer read as JSON
+    instance = tmp_path / "chain4.json"
+    instance.write_text(CHAIN4.read_text())
+    start = tmp_path / "start.json"
+    start.write_text(json.dumps(placement.solve(CHAIN4).to_json()))
+    for kwargs, name, path in (({"log": instance}, "instance", instance),
+                               ({"log": _PathOf(tmp_path / "." / "chain4.json")}, "instance", instance),
+                               ({"log": str(start), "warm_start": start}, "warm_start", start)):
+        with pytest.raises(placement.InvalidParameterError) as info:
+            placement.solve(instance, method="milp", **kwargs)
+        assert (info.value.parameter, str(info.value)) == (
+            "log", f"log names the file given as {name} ({path}): the solver's log appended to it would spoil it; "
+                   "choose another file")
+    assert instance.read_text() == CHAIN4.read_text()
+    assert placement.load(instance).name == "chain4"
+
+
 def test_every_path_like_names_a_plan_file_as_it_names_an_instance_file(tmp_path):
     # a PurePath or another os.PathLike was refused as a plan: "must be ... a plan file path, not PurePosixPath"
     from pathlib import PurePath
