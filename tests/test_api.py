@@ -1189,6 +1189,18 @@ def test_a_result_with_a_stat_that_is_not_finite_reads_back_equal():
     assert placement.Result.from_json(json.loads(json.dumps(result.to_json()))) == result
 
 
+@pytest.mark.parametrize("name", ["accelerators", "cpus"])
+def test_a_device_override_past_the_float_range_is_refused_as_its_plan_file_could_not_be_read(name):
+    # it was taken, and the Result's to_json() recorded it in 'overrides', which Result.from_json refused
+    with pytest.raises(placement.InvalidParameterError) as info:
+        placement.solve(CHAIN4, **{name: 10**400})
+    assert (info.value.parameter, str(info.value)) == (
+        name, f"{name} is an integer of 401 digits, past the largest number (about 1.8e308): a plan file recording "
+              "it could not be read back")
+    result = placement.solve(CHAIN4, **{name: 10**300})   # within the range: recorded and read back
+    assert placement.Result.from_json(result.to_json()) == result
+
+
 def test_an_integer_past_the_float_range_is_refused_in_code_as_in_a_file():
     """10**400 as a time, a memory or an edge size of an instance built in code raised OverflowError from
     float(); as a node id of a document or one built in code it was accepted, and its plan could not be read
