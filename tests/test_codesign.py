@@ -662,6 +662,25 @@ def test_bad_model(tmp_path, capsys):
                                                "17,179,869,184 bytes of DRAM")
 
 
+def test_operator_sizes_written_as_whole_floats():
+    """A generator that divides sizes writes m = 1024.0: it reads as 1024, as 64.0 does in a grid file (it was
+    refused, "must be a positive integer up to 2^40, got 1024.0"); a fractional size is still refused."""
+    from placement.codesign.workload import Operator, load_workload
+
+    model = json.loads(json.dumps(CHAIN))
+    model["nodes"][1]["operators"] = [{"kind": "gemm", "m": 1024.0, "n": 256, "k": 128.0, "batch": 20.0}]
+    model["nodes"][0]["operators"] = [{"kind": "vector", "op": "relu", "elements": 7.168e6}]
+    workload = load_workload(model)
+    assert workload.operators == ((Operator("vector", op="relu", elements=7_168_000),),
+                                  (Operator("gemm", m=1024, n=256, k=128, batch=20),))
+    assert placement.codesign(model, chips=2, power=200, grid=CHAIN_GRID).value == \
+        placement.codesign(CHAIN, chips=2, power=200, grid=CHAIN_GRID).value
+    model["nodes"][1]["operators"][0]["m"] = 1024.5
+    with pytest.raises(InvalidInstanceError) as info:
+        load_workload(model)
+    assert str(info.value) == "node 1: operator #0: field 'm' must be a positive integer up to 2^40, got 1024.5"
+
+
 def test_more_chips_than_colour_classes():
     # 14 classes (forward node and its backward mate share one): 1000 chips give the plans of 14
     many = placement.codesign(MODEL, chips=1000, power=130, grid=TINY)

@@ -10,7 +10,8 @@ importers' output) whose nodes also say what they compute, in one of two ways:
   area / groups) or ``{"kind": "vector", "op": NAME, "elements": E}`` (an elementwise or
   reduction operator over ``E`` elements; ``NAME`` one of :data:`placement.codesign.opcost.VECTOR_CYCLES`),
   optionally with ``"bytes"`` (the DRAM bytes it moves, when not the default of its kind), and no other
-  field (:data:`OPERATOR_FIELDS`);
+  field (:data:`OPERATOR_FIELDS`); ``M``, ``N``, ``K``, ``B`` and ``E`` are positive integers up to 2^40 (a
+  whole number written as a float, ``64.0``, reads as that integer);
 * or, without shapes, ``"flops"`` and ``"bytes"`` (what the importers record): the node is then
   costed as a GEMM at full array utilisation (an optimistic estimate, stated in the result's
   ``shapeless_nodes``).
@@ -103,10 +104,14 @@ OPERATOR_FIELDS = {"gemm": ("kind", "m", "n", "k", "batch", "bytes"), "vector": 
 
 
 def _positive_int(raw: Mapping, key: str, where: str, default: int | None = None) -> int:
+    """Field ``key`` of an operator, a positive integer up to 2^40; a whole number written as a float (``64.0``,
+    what a generator dividing sizes writes) reads as that integer, as in grid and instance files."""
     if key not in raw and default is None:
         raise InvalidInstanceError(f"{where}: missing field {key!r}")
     value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0 or value > 2**40:
+    whole = isinstance(value, numbers.Integral) or (isinstance(value, numbers.Real) and math.isfinite(value)
+                                                    and float(value).is_integer())
+    if isinstance(value, bool) or not whole or value <= 0 or value > 2**40:
         raise InvalidInstanceError(f"{where}: field {key!r} must be a positive integer up to 2^40, "
                                    f"got {json_value_text(value)}")
     return int(value)
