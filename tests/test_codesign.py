@@ -78,6 +78,23 @@ def test_operator_times_by_hand():
     assert times[:, 1] == pytest.approx([51_200 / 700e3, 28_160 / 700e3, 51_200 / 700e3], rel=1e-12)
 
 
+def test_the_docs_give_every_vector_operator_its_cycles():
+    """docs/codesign.md's table of cycles per element is the cost model's, every operator a model file may name
+    with its cycles (it said "1 for arithmetic" and "...", leaving copy, reduce, pool and dropout's 2 unsaid)."""
+    import re
+    from pathlib import Path
+
+    from placement.codesign.opcost import VECTOR_CYCLES
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "codesign.md").read_text(encoding="utf-8")
+    bullet = text[text.index("* **Vector operators**"):]
+    bullet = " ".join(bullet[:bullet.index("\n\n")].split())
+    documented = {name: float(cycles)
+                  for cycles, names in re.findall(r"(\d+) for (?:an )?((?:`\w+`(?:,? and |, )?)+)", bullet)
+                  for name in re.findall(r"`(\w+)`", names)}
+    assert documented == VECTOR_CYCLES
+
+
 def test_designs_whose_buffers_differ_past_six_digits_have_their_own_labels():
     # a chip's label names its device type in the plan: "buf16" for both would merge the two designs
     grid = {**CHAIN_GRID, "array_width": [256], "vector_lanes": [256], "buffer_mb": [16, 16.0000001]}
