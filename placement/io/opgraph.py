@@ -14,9 +14,9 @@ operators; its time on a device is the sum of its operators' times (operators ru
 after another), each its roofline time plus the device's per-kernel overhead times the
 kernels it launches (:mod:`placement.costmodel.roofline`): a view (which includes every
 no-op: a cast to the same type, dropout in evaluation or of probability 0) launches none, an einsum of three or
-more operands one per product of two it runs, every other operator one; its parameter bytes count every parameter it reads once. An edge
-``X → Y`` exists when an operator of ``Y`` reads a tensor made in ``X`` (or depends on
-``X`` through a non-tensor value; such an edge carries 0 bytes); its size is the bytes of
+more operands one per product of two it runs, every other operator one; its parameter bytes count every
+parameter it reads once. An edge ``X → Y`` exists when an operator of ``Y`` reads a tensor made in ``X`` (or
+depends on ``X`` through a non-tensor value; such an edge carries 0 bytes); its size is the bytes of
 the distinct tensors of ``X`` that ``Y`` reads. ``out_bytes(X)`` is the bytes of the
 distinct tensors of ``X`` read by any other node, so the transfer cost is
 ``c(X) = out_bytes(X) / link bandwidth``.
