@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,66 @@ def test_hypar_network_file_example_is_a_network(tmp_path):
     bundled = placement.hypar("lenet-c", accelerators=4, batch=64)
     assert [(p.partition, p.communication.bytes) for p in given.plans] == [
         (p.partition, p.communication.bytes) for p in bundled.plans]
+
+
+def console_sessions(path: Path) -> list[list[str]]:
+    """The page's shell sessions: runs of lines indented by four spaces whose first line is a command ('$ ...')."""
+    sessions, run = [], []
+    for line in path.read_text(encoding="utf-8").splitlines() + [""]:
+        if line.startswith("    "):
+            run.append(line[4:])
+            continue
+        if run and run[0].startswith("$ "):
+            sessions.append(run)
+        run = []
+    return sessions
+
+
+def run_session(session: list[str], capsys) -> None:
+    """Run each command of a session in the current folder; what follows it, up to a '...' that stands for the
+    rest, is what it prints: standard output, then the lines of standard error that are no progress lines."""
+    from placement.cli import main
+
+    commands = [i for i, line in enumerate(session) if line.startswith("$ ")] + [len(session)]
+    for start, end in zip(commands, commands[1:]):
+        argv = shlex.split(session[start][2:])
+        if argv[0] == "python":
+            assert argv[1] == "-c"
+            exec(argv[2], {})
+            printed = []
+        else:
+            assert argv[0] == "placement"
+            main(argv[1:])
+            captured = capsys.readouterr()
+            printed = captured.out.splitlines() + [
+                line for line in captured.err.splitlines() if not re.match(r"\[ *[0-9.]+ s\] ", line)]
+        shown = session[start + 1:end]
+        if "..." in shown:
+            shown = shown[:shown.index("...")]
+            printed = printed[:len(shown)]
+        assert printed == shown, session[start]
+
+
+def test_pytorch_page_sessions_print_what_they_show(tmp_path, monkeypatch, capsys):
+    # docs/pytorch.md, "On the command line": GPT-2's plan as stages, then a refused Megatron layout. The page
+    # showed the import and the solve printing nothing.
+    pytest.importorskip("torch")
+    for folder in ("instances", "tests"):
+        (tmp_path / folder).symlink_to(ROOT / folder)
+    monkeypatch.chdir(tmp_path)
+    sessions = console_sessions(ROOT / "docs" / "pytorch.md")
+    assert [session[0] for session in sessions] == [
+        "$ placement solve instances/models/gpt2-training.json --quiet --out plan.json",
+        "$ placement import tests.handoff_models:gpt --out gpt.json"]
+    for session in sessions:
+        run_session(session, capsys)
+
+
+def test_readme_import_session_prints_what_it_shows(tmp_path, monkeypatch, capsys):
+    # README, "placement import ... and placement split": the refusal, as docs/pytorch.md shows it
+    pytest.importorskip("torch")
+    (tmp_path / "tests").symlink_to(ROOT / "tests")
+    monkeypatch.chdir(tmp_path)
+    [session] = console_sessions(ROOT / "README.md")
+    assert session[0] == "$ placement import tests.handoff_models:gpt --out gpt.json"
+    run_session(session, capsys)
