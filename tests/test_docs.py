@@ -187,3 +187,24 @@ def test_readme_import_session_prints_what_it_shows(tmp_path, monkeypatch, capsy
     [session] = console_sessions(ROOT / "README.md")
     assert session[0] == "$ placement import tests.handoff_models:gpt --out gpt.json"
     run_session(session, capsys)
+
+
+def test_simulator_page_quick_start_prints_what_it_shows(tmp_path, monkeypatch, capsys):
+    # docs/simulator.md, "Quick start": BERT L-3 training's optimal plan under split backward, 8 micro-batches
+    pytest.importorskip("matplotlib")   # the Gantt chart
+    from placement.cli import main
+
+    shared = ROOT.parent / "shared"
+    if not (shared / "tarnawski").is_dir():
+        pytest.skip("the published instances of Tarnawski et al. (../shared/tarnawski) are not here")
+    page = (ROOT / "docs" / "simulator.md").read_text(encoding="utf-8")
+    commands, shown = re.search(r"\n\n((?:    placement .*\n(?:        .*\n)?)+)\n```\n(.*?)```", page, re.S).groups()
+    monkeypatch.chdir(tmp_path)
+    solve, simulate = [shlex.split(command.replace("../shared", str(shared)))
+                       for command in commands.replace("\\\n", " ").splitlines()]
+    assert (solve[:2], simulate[:2]) == (["placement", "solve"], ["placement", "simulate"])
+    assert main(solve[1:]) == 0
+    capsys.readouterr()
+    assert main(simulate[1:]) == 0
+    assert capsys.readouterr().out.splitlines() == shown.splitlines()
+    assert (tmp_path / "trace.json").stat().st_size > 0 and (tmp_path / "gantt.png").stat().st_size > 0
