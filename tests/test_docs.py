@@ -208,3 +208,38 @@ def test_simulator_page_quick_start_prints_what_it_shows(tmp_path, monkeypatch, 
     assert main(simulate[1:]) == 0
     assert capsys.readouterr().out.splitlines() == shown.splitlines()
     assert (tmp_path / "trace.json").stat().st_size > 0 and (tmp_path / "gantt.png").stat().st_size > 0
+
+
+def readme_commands(first: str) -> list[list[str]]:
+    """The README's indented block of 'placement' commands whose first command starts with ``first``."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    [block] = re.findall(r"^    " + re.escape(first) + r".*\n(?:    placement .*\n)*", readme, flags=re.M)
+    return [shlex.split(line) for line in block.splitlines()]
+
+
+@pytest.mark.parametrize("first, shown", [
+    ("placement solve instances/tiny/diamond-cpu.json --objective latency", [
+        "note: checked for latency, the objective the plan file records it was solved for",
+        "instance diamond-cpu: latency 17", "valid: no violations"]),
+    ("placement solve instances/tiny/training-pair.json --backward split", [
+        "note: checked as a split-backward plan with --backward split, --w-placement any, --no-inter-layer, "
+        "--w-share 0.2, as the plan file records", "valid: no violations"]),
+    ("placement solve instances/tiny/unmirrored-backward.json", [
+        "valid: no violations", "note: the backward calls of devices 0 -> 1 -> 0 wait for each other in a cycle "
+        "(the instance's backward edges do not mirror its forward ones): no pipeline runtime runs the plan as one "
+        "backward call per stage and micro-batch, and the simulator refuses it (docs/backward-split.md)"])])
+def test_readme_verify_examples_print_what_it_says(first, shown, tmp_path, monkeypatch, capsys):
+    # README, "placement verify": each example solves into a plan file, then checks it; the lines the README
+    # quotes come in its order
+    pytest.importorskip("ortools")   # latency and split-backward solves run the MILP
+    from placement.cli import main
+
+    (tmp_path / "instances").symlink_to(ROOT / "instances")
+    monkeypatch.chdir(tmp_path)
+    solve, verify = readme_commands(first)
+    assert (solve[:2], verify[:2]) == (["placement", "solve"], ["placement", "verify"])
+    assert main(solve[1:]) == 0
+    capsys.readouterr()
+    assert main(verify[1:]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert [line for line in printed if line in shown] == shown
