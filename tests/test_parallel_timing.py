@@ -291,6 +291,25 @@ def test_search_tries_larger_degrees_where_fill_and_drain_keep_the_dp_plan_from_
     assert found.stats["candidates"] == 2    # d = 3 and d = 9; d = 1 is the DP's own degree
 
 
+@pytest.mark.parametrize("schedule, dp_plan_time", [("1f1b", 36.0), ("gpipe", 39.0)])
+def test_search_tries_a_single_stage_of_a_degree_whose_uniform_plans_have_more_stages(schedule, dp_plan_time):
+    # C = (8, 9), the edge's cost 1 and node 0's syncTimeBw 2 (a boundary of 2·(1 + 2) = 6 on stage {0}'s side,
+    # 2·1 = 2 on stage {1}'s), P = (0, 10), m = 2, 4 devices. The DP's plan, stages {0}, {1} of d = 1, has TPS
+    # max(8 + 6, 9 + 2) = 14, so the bound is 2·14 = 28; its F and B (a third and two thirds of C, half the
+    # boundary each) are 17/3 and 25/3 on stage 0, 4 and 7 on stage 1: 1F1B ends stage 0's second B at
+    # 83/3 + 25/3 = 36, GPipe at 92/3 + 25/3 = 39. The uniform candidate d = 2 has one stage (Σ d ≤ 2), TPS
+    # 17/2 + 4·10/(2·2) = 18.5: 37, no better. One stage of d = 1 on one device runs both micro-batches of 17
+    # back to back: 34, the optimum. No branch and bound (max_nodes=0): the single-stage candidate finds it.
+    instance = chain([8.0, 9.0], edge_bytes=[1.0], m=2, parameters=[0.0, 10.0], sync_bw=[2.0, 0.0])
+    found = search_time_per_batch(instance, devices=4, memory=1e15, schedule=schedule, max_sets=100, max_nodes=0)
+    assert (found.value, found.bound, found.proven) == (34.0, 28.0, False)
+    assert found.stats["dp_plan_time_per_batch"] == dp_plan_time
+    assert (found.stats["candidates"], found.stats["single_stage_candidates"]) == (1, 1)
+    assert [(s.nodes, s.d, s.t) for s in found.plan.stages] == [((0, 1), 1, 1)]
+    proven = search_time_per_batch(instance, devices=4, memory=1e15, schedule=schedule, max_sets=100)
+    assert (proven.value, proven.proven) == (34.0, True)
+
+
 def test_uniform_degrees_that_cannot_help_are_not_solved():
     # C = (6, 3), m = 4, 3 devices, 1F1B: the DP's plan d = (2, 1) (TPS 3 each, bound 12) takes 18 (stage 1
     # runs F, B of 1 and 2 as micro-batches come: its B(3) ends at 14, stage 0's B(3) of 4 at 18). A plan of

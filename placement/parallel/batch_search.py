@@ -30,7 +30,12 @@ Search:
    :func:`_uniform_floor`); and under 1F1B every degree above one at which no plan
    fits (a uniform plan keeps its stages, devices per stage at most ``d·t``, and micro-batches in flight
    ``y_k = S − k`` at a smaller degree: none fits there either). The loop stops when a candidate meets the
-   bound. (A heuristic for the incumbent: the bound and the proof do not depend on it.)
+   bound. Then, on instances without device types, the best single stage of every shape ``(t, d)`` with
+   ``d ≤ m/2`` (:func:`single_stage_shapes`: the DP on ``d·t`` devices restricted to ``(t, d)``, which
+   allows one stage alone): a single stage keeps its bottleneck busy, so it meets ``m·TPS``, where the
+   uniform DP at that ``d`` may prefer more stages of a lower ``TPS`` that wait for one another; in order of
+   their floor ``m·L_t/d``, stopping where it reaches the incumbent's ``T``. (Heuristics for the incumbent:
+   the bound and the proof do not depend on them.)
 3. On instances of at most :data:`EXHAUSTIVE_NODES` nodes and one device type, a branch and bound over every plan
    (stages front to back: a predecessor-closed set of what is left, ``t``, ``d``, and the
    TMPC choices that are not dominated in (compute, boundary bytes, parameters, activation and
@@ -138,6 +143,18 @@ def search_time_per_batch(instance: PiperInstance, *, devices: int, memory: floa
             value = time_per_batch(instance, uniform.plan, schedule, forward_share=forward_share)
             if value < best:
                 best, best_plan = value, uniform.plan
+        stats["single_stage_candidates"] = 0
+        for floor, t, d in single_stage_shapes(instance, m, total):
+            if proven_by_bound() or m * floor >= best:
+                break
+            single = solve_parallel(instance, devices=d * t, memory=memory, schedule=schedule, tables=tables,
+                                    sets=sets, allowed=[(t, d)], strict_memory=strict_memory)
+            stats["single_stage_candidates"] += 1
+            if single.plan is None or m * single.value >= best:
+                continue
+            value = time_per_batch(instance, single.plan, schedule, forward_share=forward_share)
+            if value < best:
+                best, best_plan = value, single.plan
     proven = proven_by_bound()
     if not proven and exhaustive:
         search = _BranchAndBound(instance, devices, memory, schedule, forward_share, best, max_nodes)
@@ -157,6 +174,23 @@ def candidate_degrees(plan: ParallelPlan, microbatches: int, devices: int) -> li
     same = {s.d for s in plan.stages}
     return [d for d in range(1, min(devices, microbatches) + 1)
             if microbatches % d == 0 and same != {d}]
+
+
+def single_stage_shapes(instance: PiperInstance, microbatches: int, devices: int) -> list[tuple[float, int, int]]:
+    """The shapes ``(t, d)`` of the single-stage candidates (module docstring) on an instance without device
+    types (none with them), each with its floor ``L_t / d`` (``L_t`` the Σ over the nodes of their least
+    ``timePerSample`` at degree ``t``: a stage of all nodes at ``(t, d)`` has ``TPS ≥ C / d ≥ L_t / d``), by
+    floor: ``t`` every degree all nodes have, ``d`` every divisor of ``microbatches`` up to ``microbatches / 2``
+    with ``d·t ≤ devices`` (a larger ``d`` allows one stage alone, which the uniform-degree candidates find)."""
+    if instance.device_types:
+        return []
+    common = set.intersection(*(set(node.configurations) for node in instance.nodes))
+    shapes = []
+    for t in sorted(common):
+        least = math.fsum(min(c.time_per_sample for c in node.configurations[t]) for node in instance.nodes)
+        shapes += [(least / d, t, d) for d in range(1, microbatches // 2 + 1)
+                   if microbatches % d == 0 and d * t <= devices]
+    return sorted(shapes)
 
 
 def _uniform_floor(instance: PiperInstance, d: int, devices: int) -> float:
@@ -295,4 +329,4 @@ class _BranchAndBound:
 
 
 __all__ = ["BATCH_SCHEDULES", "DEFAULT_MAX_NODES", "EXHAUSTIVE_NODES", "BatchSearch",
-           "candidate_degrees", "search_time_per_batch"]
+           "candidate_degrees", "search_time_per_batch", "single_stage_shapes"]
