@@ -246,6 +246,40 @@ def test_a_value_a_loop_carries_keeps_its_shape_where_the_body_declares_it():
         graph_from_onnx(_loop_model(None), "g")   # a body of unknown shapes: the iterations may change it
 
 
+def _input_shaped_model(op_type, opset, declared=None):
+    """X[2,4,3,3] -> op_type (GroupNormalization of 2 groups, its scale and bias as opset reads them) -> Relu -> Y;
+    its output H declared of shape ``declared`` (None: not declared, as a hand-made file leaves it)."""
+    channels = 2 if opset == 18 else 4
+    inits = [numpy_helper.from_array(np.ones(channels, dtype=np.float32), "S"),
+             numpy_helper.from_array(np.zeros(channels, dtype=np.float32), "B")]
+    norm = (helper.make_node(op_type, ["X", "S", "B"], ["H"], name="/norm/Op", num_groups=2)
+            if op_type == "GroupNormalization" else helper.make_node(op_type, ["X"], ["H"], name="/norm/Op"))
+    model = _graph([norm, helper.make_node("Relu", ["H"], ["Y"], name="/act/Relu")], [("X", [2, 4, 3, 3])], ["Y"],
+                   inits if op_type == "GroupNormalization" else ())
+    if declared is not None:
+        model.graph.value_info.append(helper.make_tensor_value_info("H", TensorProto.FLOAT, declared))
+    model.opset_import[0].version = opset
+    return model
+
+
+@pytest.mark.parametrize("op_type, opset, param_bytes", [
+    ("GroupNormalization", 18, 16), ("GroupNormalization", 21, 32), ("MeanVarianceNormalization", 13, 0)])
+def test_a_normalisation_onnx_infers_no_shape_of_has_its_inputs_shape(op_type, opset, param_bytes):
+    # onnx defines these operators without a shape inference, so H had no shape and neither node could be
+    # costed; H is X's shape [2, 4, 3, 3], 72 elements: the norm 5 * 72 FLOPs, reading X (288 B) and its scale and
+    # bias, writing H (288 B); the Relu 72 FLOPs, reading and writing 288 B
+    graph = graph_from_onnx(_input_shaped_model(op_type, opset), "g")
+    assert [(op.target, op.flops, op.bytes_moved) for op in graph.ops] == [
+        (op_type, 360.0, 576.0 + param_bytes), ("Relu", 72.0, 576.0)]
+
+
+def test_a_normalisation_whose_output_is_declared_of_another_shape_is_refused():
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(_input_shaped_model("GroupNormalization", 21, declared=[2, 4, 3, 4]), "g")
+    assert str(err.value) == ("g: node '/norm/Op' (GroupNormalization) writes 'H' of shape [2, 4, 3, 3], the shape of "
+                              "its input 'X'; the model declares [2, 4, 3, 4]")
+
+
 def test_the_shapeless_input_is_blamed_only_where_it_is_read():
     # A declares no shape, B has a symbolic batch; the MatMul reads B: the hint is to fix batch (it named A)
     mm = helper.make_node("MatMul", ["B", "W"], ["Y"], name="mm")

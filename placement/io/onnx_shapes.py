@@ -14,7 +14,8 @@ knows. Exporters write more on shapes: ``Mod`` on a head count, ``Squeeze`` → 
 
 Nodes that draw random numbers or hold subgraphs are not evaluated. Inference leaves the outputs
 of a ``Loop`` without shapes; a value the loop carries gets its initial value's static shape where
-the body's output for it has that same shape (:func:`_loop_carried_shapes`). In a copy of the model the
+the body's output for it has that same shape (:func:`_loop_carried_shapes`); the output of a normalisation
+that onnx defines without an inference gets its input's (:func:`_input_shaped_outputs`). In a copy of the model the
 evaluated nodes become ``Constant`` nodes and inference runs again, until no new value is found
 (at most :data:`ROUNDS` times). Only shapes are read from the copy: the importer costs the graph
 as the file holds it.
@@ -692,6 +693,40 @@ def _loop_carried_shapes(graph: Any, onnx: Any) -> bool:
     return given
 
 
+#: operators of the default domain whose output has its first input's shape and type, which onnx defines without a
+#: shape inference (GroupNormalization at opsets 18 and 21, MeanVarianceNormalization at 9 and 13)
+INPUT_SHAPED = frozenset({"GroupNormalization", "MeanVarianceNormalization"})
+
+
+def _input_shaped_outputs(graph: Any, name: str, onnx: Any) -> bool:
+    """Give the output of each :data:`INPUT_SHAPED` node its input's static shape and type, which inference
+    leaves it without; an output the file declares with another shape contradicts the operator: an error naming
+    the node. Whether any was given."""
+    nodes = [node for node in graph.node if node.op_type in INPUT_SHAPED and node.domain in ("", "ai.onnx")
+             and node.input and node.output and node.output[0]]
+    if not nodes:
+        return False
+    shapes = static_shapes(graph)
+    types = {value.name: value.type.tensor_type.elem_type for value in (*graph.input, *graph.value_info)}
+    types.update((init.name, init.data_type) for init in graph.initializer)
+    given = False
+    for node in nodes:
+        x, y = node.input[0], node.output[0]
+        if x not in shapes:
+            continue
+        if y in shapes:
+            if shapes[y] != shapes[x]:
+                raise InvalidInstanceError(f"{name}: node {node.name or y!r} ({node.op_type}) writes {y!r} of shape "
+                                           f"{list(shapes[x])}, the shape of its input {x!r}; the model declares "
+                                           f"{list(shapes[y])}")
+            continue
+        if x in types:
+            graph.value_info.append(onnx.helper.make_tensor_value_info(y, types[x], list(shapes[x])))
+            shapes[y], types[y] = shapes[x], types[x]   # a later node may read it
+            given = True
+    return given
+
+
 def shaped_model(model: Any, name: str, onnx: Any) -> tuple[Any, dict[str, Any]]:
     """A copy of ``model`` whose value infos hold every shape found (module docstring), and the values
     known on the way (by tensor name: small constants and the results evaluated); ``model`` is not
@@ -700,13 +735,14 @@ def shaped_model(model: Any, name: str, onnx: Any) -> tuple[Any, dict[str, Any]]
     check_initialised_inputs(model.graph, name, onnx)
     check_split_parts(model.graph, name, default_opset(model), onnx)
     shaped = _infer(shapes_only(model, onnx), name, onnx)
-    if _loop_carried_shapes(shaped.graph, onnx):
+    carried = _loop_carried_shapes(shaped.graph, onnx)
+    if _input_shaped_outputs(shaped.graph, name, onnx) or carried:
         shaped = _infer(shaped, name, onnx)
     opsets = {"": entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")}
     known = _initial_values(model.graph, onnx)
     for _ in range(ROUNDS):
         found = _evaluate(shaped.graph, opsets, known)
-        if not found:
+        if not _input_shaped_outputs(shaped.graph, name, onnx) and not found:
             break
         _as_constants(shaped.graph, found, known)
         try:
