@@ -937,8 +937,10 @@ def test_resize_and_where_are_costed_as_torch_costs_upsample_and_masked_fill():
 def test_the_scales_of_a_resize_are_no_trained_parameter():
     """The dynamo exporter's optimiser folds the scales of the Resize it writes for F.interpolate into a
     float initializer of four elements; F.interpolate reads no parameter, so nothing before the Relu needs
-    a gradient (the Resize runs first on the model input), and its backward is free. The opset-9 Upsample
-    the TorchScript exporter writes for it is the same resampling: one FLOP per output element."""
+    a gradient (the Resize runs first on the model input), and its backward is free. The scales are host
+    values, as F.interpolate's scale_factor is: the Resize reads X (128 B) and writes U (512 B), as torch's
+    upsample does, not the scales' 16 B too. The opset-9 Upsample the TorchScript exporter writes for it is
+    the same resampling: one FLOP per output element."""
     from placement.io.opgraph import gradient_flow
 
     scales = numpy_helper.from_array(np.array([1.0, 1.0, 2.0, 2.0], dtype=np.float32), "scales")
@@ -950,9 +952,9 @@ def test_the_scales_of_a_resize_are_no_trained_parameter():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             graph = graph_from_onnx(model, "up")
-        assert [(op.target, op.kind, op.flops) for op in graph.ops] == [(op_type, "pointwise", 1 * 2 * 8 * 8),
-                                                                        ("Relu", "pointwise", 1 * 2 * 8 * 8)]
-        assert [(p.name, p.trainable) for op in graph.ops for p in op.params] == [("scales", False)]
+        assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [
+            (op_type, "pointwise", 1 * 2 * 8 * 8, 640.0), ("Relu", "pointwise", 1 * 2 * 8 * 8, 1024.0)]
+        assert [p.name for op in graph.ops for p in op.params] == []
         assert [g.needed for g in gradient_flow(graph)] == [False, False]
 
 

@@ -1241,11 +1241,10 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         # never trained
         statistics = {x for m in members if m.node.op_type == "BatchNormalization" for x in m.node.input[3:5]}
         statistics |= (initial_states | sizes) & {x for m in members for x in m.node.input}
-        # integer sizes, axes and positions the file holds (a Reshape's shape, a ReduceMean's axes): host values
-        # in PyTorch, never read from the device's memory
+        # sizes, axes, positions and scales the file holds (a Reshape's shape, a ReduceMean's axes, a Resize's
+        # scales): host values in PyTorch (F.interpolate's scale_factor too), never read from the device's memory
         sized = {(x, _reads_as_size(m.node, i)) for m in members for i, x in enumerate(m.node.input)}
-        host = {t for t, as_size in sized if as_size and (t, False) not in sized
-                and (t in constants or t in params) and not table[t].floating}
+        host = {t for t, as_size in sized if as_size and (t, False) not in sized and (t in constants or t in params)}
         for t in dict.fromkeys(x for m in members for x in m.node.input if x and x not in internal and x not in host):
             info = table[t]
             read_bytes += info.nbytes
