@@ -102,7 +102,9 @@ views move nothing and launch no kernel: Reshape, Flatten, Squeeze, Unsqueeze, I
 and the layout operators PyTorch runs as strided views (Transpose, Split, Slice, Expand,
 Shape, Size, a Gather of one scalar index, which is torch's ``select``), and an inference
 Dropout (no ``training_mode`` input, or one that is false) or one of ``ratio`` 0, which returns
-its input; gathers read their indices and the gathered rows and write their output. A Slice with a
+its input; gathers read their indices and the gathered rows and write their output. The sizes, axes,
+positions and scales a file holds for an operator (a Reshape's shape, a Resize's scales: :data:`SHAPE_INPUTS`)
+are host values in PyTorch, read without moving bytes. A Slice with a
 negative step is ``torch.flip``, which the exporters write so and PyTorch runs as a copy (a stride
 cannot be negative): a copy here.
 
