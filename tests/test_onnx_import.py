@@ -509,6 +509,27 @@ def test_attention_pattern_is_one_fused_operator():
     assert graph.ops[0].module_path == ("attn",)
 
 
+@pytest.mark.parametrize("axis, opset", [(2, 17), (1, 17), (None, 12), (2, 12)])
+def test_a_softmax_along_another_axis_than_the_keys_is_no_attention(axis, opset):
+    """MatMul → Softmax → MatMul whose softmax normalises along the queries' axis (2), the heads' (1), or, below
+    opset 13, from its default axis 1 on (the heads, queries and keys as one row): no attention kernel runs
+    that, so the three nodes are three kernels, as torch runs matmul, softmax and matmul. Q, K, V [1,2,4,4]:
+    each MatMul 2 * 32 * 4 = 256 FLOPs, reading 128 + 128 B and writing 128 B; the softmax 5 * 32 FLOPs,
+    reading and writing 128 B."""
+    attributes = {} if axis is None else {"axis": axis}
+    model = _graph([helper.make_node("MatMul", ["Q", "K"], ["s"], name="/attn/MatMul"),
+                    helper.make_node("Softmax", ["s"], ["p"], name="/attn/Softmax", **attributes),
+                    helper.make_node("MatMul", ["p", "V"], ["O"], name="/attn/MatMul_1")],
+                   [("Q", [1, 2, 4, 4]), ("K", [1, 2, 4, 4]), ("V", [1, 2, 4, 4])], ["O"])
+    model.opset_import[0].version = opset
+    graph = graph_from_onnx(model, "attn")
+    assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [
+        ("MatMul", "matmul", 256.0, 384.0), ("Softmax", "softmax", 160.0, 256.0), ("MatMul", "matmul", 256.0, 384.0)]
+    model.graph.node[1].ClearField("attribute")
+    model.graph.node[1].attribute.append(helper.make_attribute("axis", 3))   # the keys' axis: attention
+    assert [op.target for op in graph_from_onnx(model, "attn").ops] == ["MatMul+Softmax+MatMul"]
+
+
 @pytest.mark.parametrize("layout", ["4d", "3d"])
 def test_the_attention_operator_of_opset_23_is_costed_as_scaled_dot_product_attention(layout):
     """Opset 23's ``Attention`` (the dynamo exporter's ``scaled_dot_product_attention`` there), 4 query heads

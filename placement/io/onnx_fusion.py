@@ -19,8 +19,8 @@ removed) so that each group is one operator of :mod:`placement.io.onnx_import`:
   after a normalisation with its own scale or bias (:data:`OWN_EPILOGUES`), or one whose
   operand broadcasts the result to more elements than the kernel writes.
 * **Attention**: ``MatMul(q, k)`` → optional ``Add``/``Mul``/``Div``/``Where`` (mask,
-  scale) → ``Softmax`` → optional ``Dropout``/``Cast`` → ``MatMul(·, v)``, with a ``Mul``
-  or ``Div`` by a parameter on either operand of the first ``MatMul`` (the scale), is
+  scale) → ``Softmax`` (along the last axis, the keys') → optional ``Dropout``/``Cast`` →
+  ``MatMul(·, v)``, with a ``Mul`` or ``Div`` by a parameter on either operand of the first ``MatMul`` (the scale), is
   ``scaled_dot_product_attention``, which runs fused: the score matrix is never written.
   A mask the exporter computes from constants alone (of one element, or integers: no trained
   tensor, no model input) for such a pattern, added or selected (``is_causal=True``
@@ -81,6 +81,8 @@ class FusionNode:
     kind: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    #: a ``Softmax``'s: whether it normalises along its input's last axis alone, the key axis of attention
+    along_last: bool = True
 
 
 @dataclass
@@ -377,7 +379,10 @@ def _boolean_masks(nodes: Sequence[FusionNode], members: set[int], producer: dic
 
 def _attention(nodes: Sequence[FusionNode], softmax: int, producer: dict[str, int], readers: dict[str, list[int]],
                parameters: set[str], private) -> set[int] | None:
-    """The nodes of the attention pattern around ``softmax`` (module docstring), or ``None``."""
+    """The nodes of the attention pattern around ``softmax`` (module docstring), or ``None``: a softmax along
+    another axis than the last (the queries', the heads') is none, and runs as a kernel of its own."""
+    if not nodes[softmax].along_last:
+        return None
     members = {softmax}
     t, reader = nodes[softmax].inputs[0], softmax
     while True:  # back from the softmax to the score MatMul

@@ -535,6 +535,17 @@ def _attribute(node: Any, name: str, default: Any = None) -> Any:
     return default
 
 
+def _softmax_along_last(node: Any, ins: list[_Tensor | None], opset: int) -> bool:
+    """Whether ``node``, where it is a ``Softmax``, normalises along its input's last axis alone: its ``axis``
+    (by default -1 from opset 13 on, 1 before, where the axes from it on are normalised as one) is the last.
+    True for other nodes."""
+    if node.op_type != "Softmax" or node.domain not in ("", "ai.onnx") or not ins or ins[0] is None:
+        return True
+    rank = len(ins[0].shape)
+    axis = _attribute(node, "axis", -1 if opset >= 13 else 1)
+    return rank == 0 or axis % rank == rank - 1
+
+
 def _einsum_products(node: Any, ins: list[_Tensor | None]) -> list[tuple[tuple[int, ...], bool]] | None:
     """The products of two operands an ``Einsum`` runs, left to right
     (:func:`placement.io.layer_gemms.einsum_products`), or ``None``."""
@@ -1212,7 +1223,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     paths = _inherit_paths(nodes)
     data = set(params) | constants | set(derived)
     parts = _parameter_views(nodes, data)
-    groups = fuse([FusionNode(n.node.op_type, n.kind, tuple(n.node.input), tuple(n.node.output)) for n in nodes],
+    groups = fuse([FusionNode(n.node.op_type, n.kind, tuple(n.node.input), tuple(n.node.output),
+                              _softmax_along_last(n.node, n.ins, opset)) for n in nodes],
                   data, {v.name for v in model.graph.output},
                   {t for t in data | parts if t in table and sum(d > 1 for d in table[t].shape) <= 1},
                   {t for t in data if t in table and (table[t].numel <= 1 or not table[t].floating)},
