@@ -658,6 +658,25 @@ def test_a_kernel_with_its_own_bias_takes_no_second_one():
     assert [op.target for op in graph.ops] == ["Gemm", "Add"]
 
 
+@pytest.mark.parametrize("layer, bias_shape, fused", [
+    ("conv", (4, 1, 1), True), ("conv", (5,), False), ("conv", (1, 4, 5, 1), False),
+    ("matmul", (16,), True), ("matmul", (1, 1, 16), True), ("matmul", (4, 1), False)])
+def test_an_epilogue_runs_along_its_kernels_bias_axis(layer, bias_shape, fused):
+    """A convolution's bias runs along its channels, a linear layer's along its output features: a parameter
+    of one axis added along another (the width of a Conv's [1,4,5,5] result, the rows of a MatMul's [2,4,16])
+    is torch's add, a kernel of its own, after the one its operand was fused into."""
+    if layer == "conv":
+        weight, x_shape = numpy_helper.from_array(np.ones((4, 2, 3, 3), dtype=np.float32), "W"), [1, 2, 5, 5]
+        product = helper.make_node("Conv", ["X", "W"], ["H"], name="/c/Conv", pads=[1, 1, 1, 1])
+    else:
+        weight, x_shape = numpy_helper.from_array(np.ones((8, 16), dtype=np.float32), "W"), [2, 4, 8]
+        product = helper.make_node("MatMul", ["X", "W"], ["H"], name="/fc/MatMul")
+    bias = numpy_helper.from_array(np.ones(bias_shape, dtype=np.float32), "B")
+    graph = graph_from_onnx(_graph([product, helper.make_node("Add", ["H", "B"], ["Y"], name="/Add")],
+                                   [("X", x_shape)], ["Y"], [weight, bias]), "bias")
+    assert [op.target for op in graph.ops] == ([f"{product.op_type}+Add"] if fused else [product.op_type, "Add"])
+
+
 def test_an_operand_that_broadcasts_the_result_larger_is_no_epilogue():
     # P [64, 1, 1] added to a [1, 4, 16] product writes 64 times its elements: torch's add, after the matmul
     inits = [numpy_helper.from_array(np.ones((8, 16), dtype=np.float32), "W"),

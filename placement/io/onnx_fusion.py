@@ -7,7 +7,8 @@ removed) so that each group is one operator of :mod:`placement.io.onnx_import`:
 
 * **Epilogue**: an ``Add`` or ``Mul`` whose other operand is a parameter (an initializer
   or a constant) of one axis (at most one dimension above 1: a bias, a per-channel scale),
-  or a view of parameters of one axis (a part of a packed bias that a ``Split`` makes)
+  or a view of parameters of one axis (a part of a packed bias that a ``Split`` makes), that axis
+  the one the kernel's bias runs along (:func:`_along_bias_axis`: a matmul's last, a convolution's channels),
   joins the matmul, convolution or normalisation whose result it reads, through views,
   as PyTorch's kernels take them: one ``Add`` after a matmul or convolution (its bias),
   a ``Mul`` and then an ``Add`` after a normalisation (its affine weight and bias).
@@ -140,12 +141,15 @@ LARGEST_DECOMPOSITION = max(sum(n for _, n in d.nodes) for d in DECOMPOSITIONS)
 
 def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[str],
          axis_parameters: set[str] | None = None, scalars: set[str] | None = None,
-         elements: Mapping[str, int] | None = None) -> list[Group]:
+         elements: Mapping[str, int] | None = None,
+         shapes: Mapping[str, tuple[int, ...]] | None = None) -> list[Group]:
     """The groups of ``nodes`` (module docstring), ordered by their exit; every node in exactly one.
     ``axis_parameters`` are the parameters of one axis, and the views of parameters of one axis that nodes
     make, which an epilogue may read (default: all parameters);
     ``scalars`` the parameters a decomposition may read (default: all); ``elements`` the tensors'
-    element counts, by which a decomposition writes a tensor of its input's size (default: not checked)."""
+    element counts, by which a decomposition writes a tensor of its input's size (default: not checked);
+    ``shapes`` the tensors' shapes, by which an epilogue's parameter runs along its kernel's bias axis
+    (:func:`_along_bias_axis`; default: not checked)."""
     vectors = parameters if axis_parameters is None else axis_parameters
     singles = parameters if scalars is None else scalars
     producer = {t: i for i, node in enumerate(nodes) for t in node.outputs if t}
@@ -192,6 +196,7 @@ def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[s
         if chain is not None and chain[0] in group_of and group_of[chain[0]].kind in EPILOGUE_ANCHORS \
                 and group_of[chain[0]].exit == chain[0] and closed(group_of[chain[0]].members + chain[1:]) \
                 and _takes(nodes, group_of[chain[0]], node.op_type) \
+                and _along_bias_axis(node, group_of[chain[0]].kind, vectors, shapes) \
                 and (elements is None or elements.get(node.outputs[0]) == elements.get(nodes[chain[0]].outputs[0])):
             group = group_of[chain[0]]
             group.members.extend(chain[1:])
@@ -279,6 +284,29 @@ def _activation(node: FusionNode, parameters: set[str], producer: dict[str, int]
     if params.count(True) != 1:
         return None
     return operands[params.index(False)]
+
+
+def _along_bias_axis(node: FusionNode, kind: str, parameters: set[str],
+                     shapes: Mapping[str, tuple[int, ...]] | None) -> bool:
+    """Whether the parameter that epilogue ``node`` adds or multiplies by has more than one element along no
+    other axis (its shape aligned to the activation's from the right) than the one a ``kind`` kernel's bias or
+    affine parameters run along: a matmul's last (its output features), a convolution's channels (axis 1), a
+    normalisation's either. A bias along a convolution's width, or one per row of a product, is an operator
+    of its own. True where ``shapes`` does not give both shapes."""
+    operands = [t for t in node.inputs if t]
+    found = [t for t in operands if t in parameters]
+    if shapes is None or len(found) != 1 or found[0] not in shapes:
+        return True
+    activation = next(t for t in operands if t != found[0])
+    if activation not in shapes:
+        return True
+    rank = len(shapes[activation])
+    parameter = shapes[found[0]]
+    if len(parameter) > rank:
+        return False
+    axes = {rank - len(parameter) + k for k, d in enumerate(parameter) if d != 1}
+    allowed = {"matmul": {rank - 1}, "conv": {1}, "norm": {1, rank - 1}}.get(kind, set())
+    return axes <= allowed
 
 
 def _epilogue_chain(nodes: Sequence[FusionNode], i: int, producer: dict[str, int], parameters: set[str],

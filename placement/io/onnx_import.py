@@ -1228,7 +1228,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                   data, {v.name for v in model.graph.output},
                   {t for t in data | parts if t in table and sum(d > 1 for d in table[t].shape) <= 1},
                   {t for t in data if t in table and (table[t].numel <= 1 or not table[t].floating)},
-                  {t: info.numel for t, info in table.items()})
+                  {t: info.numel for t, info in table.items()}, {t: tuple(info.shape) for t, info in table.items()})
     producers: dict[str, tuple[int, int]] = {}
     graph_inputs = {value.name for value in model.graph.input}
     model_inputs = tuple(value.name for value in model.graph.input if value.name not in params and value.name in table)
