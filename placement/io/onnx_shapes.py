@@ -666,6 +666,14 @@ def _copy_fields(target: Any, source: Any, skip: str) -> None:
             setattr(target, field.name, value)
 
 
+def _element_types(graph: Any) -> dict[str, int]:
+    """The element type (an ``onnx.TensorProto`` data type) of each input, declared value and initializer of
+    ``graph``, by name."""
+    types = {value.name: value.type.tensor_type.elem_type for value in (*graph.input, *graph.value_info)}
+    types.update((init.name, init.data_type) for init in graph.initializer)
+    return types
+
+
 def _loop_carried_shapes(graph: Any, onnx: Any) -> bool:
     """Give each value a ``Loop`` carries (its outputs before the scan outputs) the static shape of its initial
     value where the body declares that same shape for it: it holds that shape after any number of
@@ -674,8 +682,7 @@ def _loop_carried_shapes(graph: Any, onnx: Any) -> bool:
     if not loops:
         return False
     shapes = static_shapes(graph)
-    types = {value.name: value.type.tensor_type.elem_type for value in (*graph.input, *graph.value_info)}
-    types.update((init.name, init.data_type) for init in graph.initializer)
+    types = _element_types(graph)
     given = False
     for node in loops:
         body = next((attr.g for attr in node.attribute if attr.name == "body" and attr.HasField("g")), None)
@@ -707,8 +714,7 @@ def _input_shaped_outputs(graph: Any, name: str, onnx: Any) -> bool:
     if not nodes:
         return False
     shapes = static_shapes(graph)
-    types = {value.name: value.type.tensor_type.elem_type for value in (*graph.input, *graph.value_info)}
-    types.update((init.name, init.data_type) for init in graph.initializer)
+    types = _element_types(graph)
     given = False
     for node in nodes:
         x, y = node.input[0], node.output[0]
