@@ -400,7 +400,11 @@ def gradient_flow(graph: OpGraph) -> tuple[Gradient, ...]:
 def gradient_values(graph: OpGraph) -> dict[str, tuple[bool, ...]]:
     """Which values of ``graph`` need a gradient: per operator (by name) one flag per output, per model
     input (by name) one flag (module docstring, "Training")."""
-    needs = _flow(graph)[1]
+    return _values(graph, _flow(graph)[1])
+
+
+def _values(graph: OpGraph, needs: list[tuple[bool, ...]]) -> dict[str, tuple[bool, ...]]:
+    """:func:`gradient_values` from the flags ``needs`` of :func:`_flow`."""
     values = {name: (name in graph.grad_inputs,) for name in graph.inputs}
     values.update((op.name, needs[i]) for i, op in enumerate(graph.ops))
     return values
@@ -484,7 +488,7 @@ def backward_values(graph: OpGraph) -> dict[str, tuple[bool, ...]]:
     or by ``argmax``, needs a gradient but gets none). Model inputs as :func:`gradient_values` gives them;
     all values that need a gradient where the graph does not record its outputs."""
     flow, needs = _flow(graph)
-    values = gradient_values(graph)
+    values = _values(graph, needs)
     if not graph.outputs:
         return values
     reaches, readers = _reaches(graph, flow, needs)
