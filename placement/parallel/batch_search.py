@@ -200,9 +200,14 @@ def _uniform_floor(instance: PiperInstance, d: int, devices: int) -> float:
     satisfies ``Σ t_k·C_k ≥ L``, so some stage has ``C_k ≥ L / ⌊devices/d⌋`` and ``TPS_k ≥ C_k / d``."""
     if instance.device_types:
         return 0.0
-    least = math.fsum(min(t * c.time_per_sample for t, cs in node.configurations.items() for c in cs)
-                      for node in instance.nodes)
-    return least / (d * (devices // d))
+    return math.fsum(least_device_times(instance).values()) / (d * (devices // d))
+
+
+def least_device_times(instance: PiperInstance) -> dict[int, float]:
+    """Per node (by id), its least device time per sample: the least ``t · timePerSample`` over its TMPCs (no
+    stage runs it on fewer device-seconds)."""
+    return {node.id: min(t * c.time_per_sample for t, cs in node.configurations.items() for c in cs)
+            for node in instance.nodes}
 
 
 def _device_total(instance: PiperInstance, devices) -> int:
@@ -229,8 +234,7 @@ class _BranchAndBound:
         self.preds: dict[int, set[int]] = {v: set() for v in self.nodes}
         for e in instance.edges:
             self.preds[e.dst].add(e.src)
-        self.least = {v: min(t * c.time_per_sample for t, cs in node.configurations.items() for c in cs)
-                      for v, node in self.nodes.items()}
+        self.least = least_device_times(instance)
         self.options: dict[tuple[frozenset, int], list[tuple[tuple[float, ...], dict[int, str]]]] = {}
 
     def run(self) -> bool:
