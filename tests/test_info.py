@@ -150,6 +150,15 @@ def test_format_info_shows_ideals_when_filled():
     assert "ideals:                 more than 200,000" in format_info(info).splitlines()
 
 
+def test_format_info_writes_a_count_past_10_to_the_21_as_its_float():
+    # A count read as 1e300 is the float's integer, 301 digits of which only the first 17 were written;
+    # 2^64 (20 digits) is written in full.
+    info = instance_info(example().with_devices({"acc": int(1e300), "cpu": 2**64}))
+    lines = format_info(info).splitlines()
+    assert "devices (acc):          1e+300, memory 10 bytes each, pays communication" in lines
+    assert "devices (cpu):          18446744073709551616, memory unbounded, no communication" in lines
+
+
 def test_info_on_bundled_instance():
     info = instance_info(read_instance(ROOT / "instances" / "bert-base-training.json"))
     assert (info["nodes"], info["forward"], info["backward"]) == (344, 172, 172)

@@ -67,6 +67,15 @@ def _num(value: float) -> str:
     return format_number(value)
 
 
+#: counts up to this are written in full; past it as their float (a count read as 1e300 is that float's
+#: 301-digit integer, whose digits past the 17th were never written)
+FULL_COUNT = 10**21
+
+
+def _count(count: int) -> str:
+    return str(count) if count <= FULL_COUNT else format_number(float(count))
+
+
 def format_info(info: dict[str, Any]) -> str:
     """Plain-text rendering of :func:`instance_info`'s dict, one fact per line, values aligned."""
     rows: list[tuple[str, str]] = []
@@ -79,7 +88,7 @@ def format_info(info: dict[str, Any]) -> str:
     for t in info["device_types"]:
         memory = "unbounded" if math.isinf(t["memory"]) else f"{_num(t['memory'])} bytes each"
         comm = "pays communication" if t["pays_comm"] else "no communication"
-        rows.append((f"devices ({t['name']})", f"{t['count']}, memory {memory}, {comm}"))
+        rows.append((f"devices ({t['name']})", f"{_count(t['count'])}, memory {memory}, {comm}"))
     for name, total in info["work"].items():
         rows.append((f"work ({name})", f"{_num(total)} (unsupported nodes: {info['unsupported'][name]})"))
     rows.append(("total memory", f"{_num(info['total_memory'])} bytes"))
