@@ -109,10 +109,11 @@ class _Climber:
         self.affected: list[list[tuple[int, int, bool]]] = []
         for members in self.classes:
             inside = set(members)
-            touched = dict.fromkeys(members)
+            inner = dict.fromkeys(members, 0)   # u -> its successors inside the class, read off their predecessors
             for w in members:
-                touched.update(dict.fromkeys(preds[w]))
-            self.affected.append([(u, sum(1 for w in self.succ[u] if w in inside), u in inside) for u in touched])
+                for u in preds[w]:
+                    inner[u] = inner.get(u, 0) + 1
+            self.affected.append([(u, k, u in inside) for u, k in inner.items()])
         self.affected_cost = [[a for a in aff if self.cost[a[0]] > 0] for aff in self.affected]
 
     def start(self, class_slot: list[int]) -> None:
