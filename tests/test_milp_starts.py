@@ -37,14 +37,22 @@ def test_the_searched_start_is_the_local_search_s_plan_in_class_none_only():
     assert ContiguousSets().searched_start(problem, 60.0) is None
 
 
-def test_no_search_for_a_stage_count_or_on_other_device_types():
-    """With stages=N the local search, which does not count the devices it fills, is not run; nor on a
-    catalogue with types other than accelerator and cpu, which it does not move classes between."""
+def test_no_search_for_a_stage_count_and_the_fill_alone_on_other_device_types():
+    """With stages=N no start is searched for (neither the local search nor the LPT fill counts the devices
+    it fills); on a catalogue with types other than accelerator and cpu, which the local search does not move
+    classes between, the start is the LPT fill's. There (instances/tiny/three-types.json: a, d take 4 on
+    fast, 6 on slow, 5 on the cpu; b, c the same but no cpu; b feeds c at cost 1) the fill's types are a on
+    slow, b and c on fast, d on the cpu (all four start on fast, average 16; a and d, of ratio 5/4, go to the
+    cpu, 5 and 10 < 12; a, of ratio 6/5, to slow, 6 < 10; b and c cannot leave fast for slow, 12 ≥ 8), so
+    its loads are 8, 6 and 5: the optimum, which the MILP proves."""
     assert NoContiguity(stages=2).searched_start(placement.load(CHAIN), 60.0) is None
     three = placement.load(ROOT / "instances" / "tiny" / "three-types.json")
     with pytest.raises(placement.PlacementError):
         solve_local_search(three)
-    assert NoContiguity().searched_start(three, 60.0) is None
+    plan = NoContiguity().searched_start(three, 60.0)
+    assert {dev.type: dev.nodes for dev in plan.devices} == {"fast": (2, 3), "slow": (1,), "cpu": (4,)}
+    if HAVE_CPSAT:
+        assert placement.solve(three, method="milp", backend="cp-sat", contiguity="none").value == 8.0
 
 
 @pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
@@ -93,3 +101,4 @@ def test_a_solve_whose_time_runs_out_before_the_model_returns_the_local_search_s
     result = placement.solve(CHAIN, method="milp", backend="cp-sat", contiguity="none", time_limit=2)
     assert (result.status, result.value) == ("feasible", 16.0)
     assert result.message.startswith("the time limit ran out before the model was built")
+

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
@@ -60,6 +60,8 @@ DEFAULT_RESTARTS = 10
 #: seconds between progress lines at most
 PROGRESS_S = 5.0
 _IMPROVEMENT = 1e-9  # relative: a move must lower the pair's larger load by more than rounding can
+#: the slot of a class on no slot yet (:meth:`_Climber.start`)
+UNPLACED = -1
 
 
 def _option_int(options: dict[str, Any], name: str, default: int, minimum: int) -> int:
@@ -117,17 +119,21 @@ class _Climber:
         self.affected_cost = [[a for a in aff if self.cost[a[0]] > 0] for aff in self.affected]
 
     def start(self, class_slot: list[int]) -> None:
-        """Set the assignment and compute every load from scratch."""
+        """Set the assignment (a class at :data:`UNPLACED` is on no slot yet, and no slot holds its nodes) and
+        compute every load from scratch."""
         self.where = list(class_slot)
         n_slots = len(self.slots)
         self.dev = [self.where[self.class_of[v]] for v in range(len(self.problem.nodes))]
         self.cnt = [[0] * len(self.dev) for _ in range(n_slots)]
         for u, targets in enumerate(self.succ):
             for w in targets:
-                self.cnt[self.dev[w]][u] += 1
+                if self.dev[w] != UNPLACED:
+                    self.cnt[self.dev[w]][u] += 1
         self.comp = [0.0] * n_slots
         self.mem = [0.0] * n_slots
         for c, d in enumerate(self.where):
+            if d == UNPLACED:
+                continue
             p = self.ctime[c][self.slot_type[d]]
             self.comp[d] += p if p is not None else 0.0
             self.mem[d] += self.cmem[c]
@@ -185,6 +191,45 @@ class _Climber:
             return da, db
         return None
 
+    def join_change(self, c: int, b: int) -> float | None:
+        """The change of slot ``b``'s communication if class ``c``, on no slot yet, joins it, where ``b``'s type
+        supports the class and has room for it; else ``None``. Only ``b``'s load changes: the nodes of
+        the class count as on no slot until then (a boundary of ``b`` with one of them is paid)."""
+        tb = self.ctime[c][self.slot_type[b]]
+        if tb is None or not fits_summed(self.mem[b] + self.cmem[c], self._sizes(b, c), self.bound[b]):
+            return None
+        return self.comm_change(self.affected_cost[c], b)
+
+    def comm_change(self, affected: list[tuple[int, int, bool]], b: int) -> float:
+        """The change of slot ``b``'s communication if nodes on no slot yet join it: ``affected`` holds, for
+        each node ``u`` with a cost among them or feeding them, how many of ``u``'s successors join and
+        whether ``u`` does (as :attr:`affected_cost` holds them for one class)."""
+        if not self.pays[b]:
+            return 0.0
+        db = 0.0
+        dev, cnt_b, nsucc, cost = self.dev, self.cnt[b], self.nsucc, self.cost
+        for u, kx, inside in affected:
+            cb, nu = cnt_b[u], nsucc[u]
+            before = (nu > cb) if dev[u] == b else (cb > 0)
+            after = (nu > cb + kx) if inside or dev[u] == b else (cb + kx > 0)
+            if before != after:
+                db += cost[u] if after else -cost[u]
+        return db
+
+    def join(self, c: int, b: int, db: float) -> None:
+        """Put class ``c``, on no slot yet, on slot ``b``, whose communication changes by ``db``
+        (:meth:`join_change`)."""
+        for u, kx, _ in self.affected[c]:
+            if kx:
+                self.cnt[b][u] += kx
+        for v in self.classes[c]:
+            self.dev[v] = b
+        self.where[c] = b
+        self.comp[b] += self.ctime[c][self.slot_type[b]] or 0.0
+        self.comm[b] += db
+        self.mem[b] += self.cmem[c]
+        self.over[b] = not fits_summed(self.mem[b], self._sizes(b), self.bound[b])
+
     def apply(self, c: int, b: int, da: float, db: float) -> None:
         a = self.where[c]
         for u, kx, _ in self.affected[c]:
@@ -217,6 +262,40 @@ class _Climber:
             t, j = self.slots[d]
             held.setdefault((types[t].name, j), []).extend(self.classes[c])
         return build_plan(self.problem, held)
+
+
+def climb(climber: _Climber, rng: random.Random, deadline: float,
+          tick: Callable[[float, int], None] | None = None) -> tuple[int, int, bool]:
+    """Improving moves (module docstring) from the climber's assignment until none improves or ``deadline``
+    passes: classes, and destinations for each, in a random order, the first improving move taken; the loads
+    computed again from scratch after every pass. ``tick(now, moves)`` is called before each class is tried.
+    Returns the moves made, the passes begun and whether the deadline stopped the climb."""
+    moves = passes = 0
+    improved = True
+    while improved:
+        improved = False
+        passes += 1
+        classes = list(range(len(climber.classes)))
+        rng.shuffle(classes)
+        destinations = list(range(len(climber.slots)))
+        for c in classes:
+            now = time.perf_counter()
+            if now > deadline:
+                return moves, passes, True
+            if tick is not None:
+                tick(now, moves)
+            rng.shuffle(destinations)
+            for b in destinations:
+                if b == climber.where[c]:
+                    continue
+                delta = climber.try_move(c, b)
+                if delta is not None:
+                    climber.apply(c, b, *delta)
+                    moves += 1
+                    improved = True
+                    break
+        climber.start(climber.where)  # exact loads again: no drift across passes
+    return moves, passes, False
 
 
 def _slots_of_plan(climber: _Climber, problem: Instance, plan: Plan) -> list[int]:
@@ -271,35 +350,17 @@ def solve_local_search(problem: Instance, **options: Any) -> Solution:
                 break
             order = units if r == 0 else random_topological_order(units, unit_succ, rng)
             climber.start(_slots_of_plan(climber, problem, greedy_fill(problem, kinds, order)))
-            improved = True
-            while improved:
-                improved = False
-                passes += 1
-                classes = list(range(len(climber.classes)))
-                rng.shuffle(classes)
-                destinations = list(range(len(climber.slots)))
-                for c in classes:
-                    now = time.perf_counter()
-                    if now > deadline:
-                        stopped = True
-                        break
-                    if progress is not None and now - said >= PROGRESS_S:   # a restart on a large graph is long
-                        said = now
-                        best = f"best {best_key[1]:.6g}" if not best_key[0] else "no valid plan yet"
-                        progress(f"local search: restart {r + 1} of {restarts}, {moves:,} moves so far, {best}")
-                    rng.shuffle(destinations)
-                    for b in destinations:
-                        if b == climber.where[c]:
-                            continue
-                        delta = climber.try_move(c, b)
-                        if delta is not None:
-                            climber.apply(c, b, *delta)
-                            moves += 1
-                            improved = True
-                            break
-                if stopped:
-                    break
-                climber.start(climber.where)  # exact loads again: no drift across passes
+
+            def tick(now: float, climbed: int, r: int = r) -> None:
+                nonlocal said
+                if progress is not None and now - said >= PROGRESS_S:   # a restart on a large graph is long
+                    said = now
+                    best = f"best {best_key[1]:.6g}" if not best_key[0] else "no valid plan yet"
+                    progress(f"local search: restart {r + 1} of {restarts}, {moves + climbed:,} moves so far, {best}")
+
+            climbed, climb_passes, stopped = climb(climber, rng, deadline, tick)
+            moves += climbed
+            passes += climb_passes
             done += 1
             plan = climber.plan()
             key = _ranking(problem, plan)

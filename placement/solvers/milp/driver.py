@@ -101,6 +101,9 @@ class Formulation(ABC):
         start in hand is used; sought before the model is built), or ``None`` where the formulation runs none."""
         return None
 
+    #: what :meth:`searched_start` runs, as the progress names it
+    searched_source: str = "a local search"
+
     def exclude(self, be: Backend, d: GroupData, variables: Any, k: int, groups: Sequence[int]) -> bool:
         """Add rows that keep ``groups``, whose nodes as written exceed the memory of type ``k`` (position in
         ``d.types``), off every single device of that type; whether the formulation has such rows. They cut off
@@ -248,6 +251,16 @@ def data_notes(scaling: Scaling, memory_exact: bool, backend: str, bound_name: s
 
 #: the share of the time left that a formulation's own search for a start may take (:meth:`searched_start`)
 START_SEARCH_SHARE = 0.05
+#: seconds the LPT fills of a searched start (:mod:`placement.solvers.baselines.lpt`) may take whatever the
+#: search's share, up to a quarter of the time left: one fill of 5,000 classes over 5 devices takes about 0.3 s
+FILL_FLOOR_S = 1.0
+
+
+def fill_deadline(seconds: float) -> float:
+    """The deadline (a ``time.perf_counter()`` value) of the LPT fills of a start searched for in ``seconds``
+    (:meth:`Formulation.searched_start`, :data:`START_SEARCH_SHARE` of the time left): half of ``seconds``, or
+    :data:`FILL_FLOOR_S` where that is more, but not past a quarter of the time left."""
+    return time.perf_counter() + max(seconds / 2, min(FILL_FLOOR_S, seconds / START_SEARCH_SHARE / 4))
 
 
 def _seconds_left(options: SolveOptions) -> float:
@@ -457,7 +470,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     if own_start and left > 0:   # before the model: a start that meets the bound needs none
         try:
             searched = formulation.searched_start(problem, START_SEARCH_SHARE * left)
-            warm_start = better_start(warm_start, searched, verify, progress, "a local search")
+            warm_start = better_start(warm_start, searched, verify, progress, formulation.searched_source)
         except KeyboardInterrupt:   # Ctrl-C while a start is sought: the one in hand goes on, verified
             raise before_the_search(warm_start) from None
         verdict = None if warm_start is None else verify(warm_start)
