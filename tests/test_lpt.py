@@ -120,3 +120,8 @@ def test_plans_are_valid_on_random_wide_graphs(shape, memory):
     problem = wide(shape, seed=len(shape), memory=memory)
     climbed = lpt.lpt_plan(problem)
     assert evaluate(problem, climbed, "none").valid
+    whole = lpt.parts_plan(problem)
+    if shape in ("independent", "components"):
+        assert evaluate(problem, whole, "stages").valid
+    else:   # one part (the star) or six too long to fit a device's memory alone
+        assert whole is None or evaluate(problem, whole, "stages").valid

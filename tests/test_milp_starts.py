@@ -3,6 +3,7 @@ packing row's assignment and a local search (NoContiguity.searched_start)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,9 @@ from placement.solvers.baselines.local_search import solve_local_search
 from placement.solvers.milp.backends import backend_availability
 from placement.solvers.milp.none import NoContiguity
 from placement.solvers.milp.sets import ContiguousSets
+from placement.solvers.milp.stages import Stages
 from placement.testing.bruteforce import brute_force
+from placement.verification.evaluate import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 BERT24 = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json"
@@ -102,3 +105,25 @@ def test_a_solve_whose_time_runs_out_before_the_model_returns_the_local_search_s
     assert (result.status, result.value) == ("feasible", 16.0)
     assert result.message.startswith("the time limit ran out before the model was built")
 
+
+def pairs() -> placement.Instance:
+    """Six parts u_i -> v_i (transfer cost 1) on 2 accelerators, no CPU; the sources listed first, so that a
+    topological order by position runs u_1..u_6 before v_1..v_6. The parts take 5, 5, 4, 4, 3, 3 (24 in
+    all): no plan of any class is below 24 / 2 = 12, and {5, 4, 3} on each accelerator is 12 with no transfer.
+    The fill of parts deals them in that order to the less loaded accelerator, the first on ties: 5 | 5,
+    9 | 9, 12 | 12, parts 0, 2 and 4 on the first."""
+    from placement.problem.instance import Edge, Node, make_two_type_problem
+
+    halves = [(2.0, 3.0), (1.0, 4.0), (2.0, 2.0), (3.0, 1.0), (1.0, 2.0), (2.0, 1.0)]
+    nodes = [Node(i, f"u{i}", (a, None), 1.0, out_cost=1.0) for i, (a, _) in enumerate(halves)]
+    nodes += [Node(10 + i, f"v{i}", (b, None), 1.0) for i, (_, b) in enumerate(halves)]
+    return make_two_type_problem(nodes, [Edge(i, 10 + i) for i in range(6)], 2, 0, math.inf)
+
+
+@pytest.mark.parametrize("formulation", [Stages, ContiguousSets])
+def test_the_stages_and_sets_starts_are_the_fill_of_whole_parts(formulation):
+    problem = pairs()
+    plan = formulation().searched_start(problem, 60.0)
+    assert evaluate(problem, plan, "stages").max_load == 12.0
+    assert sorted(sorted(dev.nodes) for dev in plan.devices) == [[0, 2, 4, 10, 12, 14], [1, 3, 5, 11, 13, 15]]
+    assert formulation(stages=2).searched_start(problem, 60.0) is None

@@ -31,7 +31,9 @@ Graham's LPT rule within each type.
 :func:`lpt_plan` makes up to four fills, of classes and of parts (where there are several, not all of one
 class), with step 1 and without it (every device open to every item, items by decreasing least time), and
 climbs the best by max-load (within the memory bounds first) by the local search's moves
-(:func:`.local_search.climb`) until none improves or a deadline passes.
+(:func:`.local_search.climb`) until none improves or a deadline passes. :func:`parts_plan` is the better
+fill of parts, not climbed: no edge joins two of its devices, so it is a pipeline in any order of its
+devices (class ``stages``, and so ``sets``), where the parts fit.
 """
 
 from __future__ import annotations
@@ -275,3 +277,16 @@ def lpt_plan(problem: Instance, deadline: float = math.inf, seed: int = 0) -> Pl
     climb(climber, random.Random(seed), deadline)
     return climber.plan()
 
+
+def parts_plan(problem: Instance, deadline: float = math.inf) -> Plan | None:
+    """The better fill of parts (module docstring), where the graph has more than one and every part fits a
+    device alone; else ``None``, and where ``deadline`` (a ``time.perf_counter()`` value) stopped both fills."""
+    joined = parts(problem)
+    if len(joined) < 2:
+        return None
+    climber = _Climber(problem)
+    items = _Items(climber, joined)
+    if not all(any(items.fits_alone(i, t) for t in range(len(problem.device_types))) for i in range(len(joined))):
+        return None
+    where = _best(climber, fills(items, deadline))
+    return None if where is None else climber.plan()

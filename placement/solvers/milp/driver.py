@@ -263,6 +263,16 @@ def fill_deadline(seconds: float) -> float:
     return time.perf_counter() + max(seconds / 2, min(FILL_FLOOR_S, seconds / START_SEARCH_SHARE / 4))
 
 
+def parts_start(problem: Instance, stages: int | None, seconds: float) -> Plan | None:
+    """The fill of whole parts of the graph (:func:`placement.solvers.baselines.lpt.parts_plan`) as a start
+    searched for in ``seconds``: no edge joins two of its devices, so it is a pipeline in any order of them
+    (class ``stages``, so ``sets`` too); ``None`` with ``stages=N`` (it does not count the devices it fills),
+    on a graph of one part, or where a part fits no device."""
+    from placement.solvers.baselines.lpt import parts_plan
+
+    return None if stages is not None else parts_plan(problem, fill_deadline(seconds))
+
+
 def _seconds_left(options: SolveOptions) -> float:
     """The seconds to the deadline of ``options`` (its time limit where it has none)."""
     if options.deadline is None:

@@ -31,6 +31,11 @@ ResNet-50 inference 102 s, of it 99 s the search; training 81 s, 79 s; Inception
 4.0 and 3.8 s, InceptionV3 7.3 and 23 s, GNMT 51 and 34 s; ``benchmarks/milp.py``). On GNMT,
 whose packing bound is nearest its optimum (31.687 against 32.911), side by side: 46 s with it
 and 50 s without (inference), 69 s and 30 s (training).
+
+Start: the warm start, or the fill of whole parts of the graph (:func:`.driver.parts_start`) where the graph
+has several and it is better; not the local search of :mod:`.none`, whose plans ignore contiguity. On 5,000
+independent nodes of random times (4 accelerators, 1 CPU; CP-SAT, 1 thread, 60 s) the answer went from
+6476.26 to 6183.05 (bound 6181.22), on 1,000 components of 5 nodes from 6467.51 to 6359.51.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solvers.milp.backends import Backend
 from placement.solvers.milp.data import GroupData
+from placement.solvers.milp.driver import parts_start
 from placement.solvers.milp.none import AssignmentVars, NoContiguity
 from placement.solvers.milp.rows import convexity_rows
 
@@ -62,10 +68,13 @@ class ContiguousSets(NoContiguity):
     contiguity = "sets"
     packing_row = False   # module docstring
 
+    searched_source = "the fill of whole parts"
+
     def searched_start(self, problem: Instance, seconds: float) -> Plan | None:
-        """None: the local search ignores contiguity, and on the eight published layer graphs its plan
-        was never a valid ``sets`` plan, so the search only took time."""
-        return None
+        """The fill of whole parts of the graph (:func:`.driver.parts_start`): the local search ignores
+        contiguity (on the eight published layer graphs its plan was never a valid ``sets`` plan, so it only
+        took time), and a graph of one part, as those are, gets no start here."""
+        return parts_start(problem, self.stages, seconds)
 
     def extra_rows(self, problem: Instance, d: GroupData, be: Backend, V: AssignmentVars) -> None:
         forward, edges = _forward_edges(problem)
