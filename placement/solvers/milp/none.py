@@ -59,15 +59,17 @@ model does not improve them in time: they leave the choice of the nodes the CPU 
 the LPT fill gives the CPU those it runs the most efficiently, as the linear relaxation does. On 5,000
 independent nodes of random times (4 accelerators, 1 CPU; CP-SAT, 1 thread, default 60 s, a loaded
 2-core machine) the answer went from 6283.72 (gap 1.6%) to 6181.99 (gap 0.012%), and within a 10 s limit
-from 6476.26 (4.6%) to 6181.99–6183.05; on a fan-out of 5,000 from 6476.45 to 6182.71; on 1,000
-components of 5 nodes from 6449.01 to 6361.11–6362.58; with accelerator memory that binds (2,600 each,
-12,500 in all) from 8333.79 to 6303.61. The bound, 6181.22, is the linear relaxation's without memory:
-on independent nodes, whose loads are compute alone, the optimum up to the last node's split where memory
-does not bind, but with it binding the relaxation is 6218.18 and the solver's bound stays below it. On a
-star (a fan-out of 4,998 into one sink; the bound leaves out the leaves' transfers) the plan went from
-7635.75 to 7368.56 in one run and stayed in another, where the machine's load left the fill no time; 8
-chains side by side ended as before, at 6472.37. The fill needs time: within 10 s the warm start takes
-most of the limit on these graphs, and on the 8 chains the answer was 6474.28 in place of 6472.37.
+from 6476.26 (4.6%) to 6181.99; on a fan-out of 5,000 from 6476.45 to 6182.71; on 1,000 components of 5
+nodes from 6449.01 to 6361.11–6362.58 (10 s: from 6475.21 to 6361.11–6361.43); with accelerator memory
+that binds (2,600 each, 12,500 in all) from 8333.79 to 6303.61. The bound, 6181.22, is the linear
+relaxation's without memory: on independent nodes, whose loads are compute alone, the optimum up to the
+last node's split where memory does not bind; with it binding the relaxation is 6218.18, and the solver's
+bound stays below it. On a star (a fan-out of 4,998 into one sink; the bound leaves out the leaves'
+transfers) the plan went from 7635.75 to 7367.75–7368.56 in two runs of four (10 s and 60 s) and stayed
+in the others, where the machine's load left the fill no time (within 10 s the warm start takes most of
+the limit on these graphs); 8 chains side by side ended as before, at 6472.37 (a fill of 8 long parts, or
+of classes cut from them, is worse). The 10 s figures are of two rounds, each running the code before and
+after one after the other.
 
 Measured and not kept, on ResNet-50 inference (1 thread, a loaded 2-core machine; the bound stays at row 9's
 33.036, the best plan found in 600 s is 33.3028):
