@@ -205,6 +205,45 @@ def test_highs_is_not_cut_off_at_its_starting_plan():
     assert (result.status, result.objective) == (Status.OPTIMAL, 7.0)
 
 
+@pytest.mark.skipif("highs" not in AVAILABLE, reason="HiGHS is not available")
+@pytest.mark.parametrize(("calls", "optimum"), [(1, 12.0), (2, 9.0)])
+def test_a_size_no_accelerator_holds_leaves_no_coefficient_in_the_memory_row(calls, optimum):
+    """a → b → c, times 1 on the accelerator (one, memory 0.3) and 5 on the CPUs; a and b send 1; sizes a 0.2,
+    b 2^53 − 1, c 0.1. b fits no accelerator, so it runs on a CPU from a's output. One call: a on the
+    accelerator (1 + send 1 = 2), b on a CPU (2 + 5 = 7), c on a CPU (7 + 5 = 12), where a and c in one call
+    would wait for b; the whole chain on the CPUs takes 15: the optimum 12. Two calls: a (ends at 2), then c
+    after b (7 + receive 1 + 1 + nothing sent = 9): 9. b's size times the scale that brings the bound 0.3 to
+    about 2^10 is some 3e19; in the accelerator's memory row, beside its variable fixed at 0, HiGHS took it
+    for an invalid model (status MODEL_INVALID, no plan)."""
+    nodes = (Node(1, "a", (1.0, 5.0), memory=0.2, out_cost=1.0), Node(2, "b", (1.0, 5.0), memory=2.0 ** 53 - 1,
+                                                                        out_cost=1.0),
+             Node(3, "c", (1.0, 5.0), memory=0.1))
+    problem = Instance(nodes, (Edge(1, 2), Edge(2, 3)), (DeviceType(ACCELERATOR, 1, 0.3),
+                                                         DeviceType(CPU, 2, math.inf, False)), name="huge-size")
+    assert brute_force_latency(problem, max_calls=calls).objective == optimum
+    result = solve_milp(problem, objective="latency", calls=calls, backend="highs", time_limit=30)
+    assert (result.status, result.objective) == (Status.OPTIMAL, optimum), result.message
+
+
+@pytest.mark.skipif("highs" not in AVAILABLE, reason="HiGHS is not available")
+@pytest.mark.parametrize("calls", [1, 2])
+def test_a_size_no_core_holds_leaves_no_coefficient_in_the_cores_rows(calls):
+    """a → b → c on one accelerator (memory unbounded; times a 5, b 1, c 5) and two CPU cores of memory 0.3
+    (times a 1, b 5, c 1); a and b send 1; sizes a 0.2, b 2^53 − 1, c 0.2. a and c on two cores (0.2 each: one
+    core cannot hold both), b on the accelerator: a ends at 1, b's call receives a, computes and sends
+    (1 + 1 + 1) to end at 4, c at 5, the optimum (exhaustive search), for one call or two. b fits no core; its
+    size in the cores' memory rows, beside variables fixed at 0, made HiGHS take the model for invalid
+    (status MODEL_INVALID, no plan)."""
+    nodes = (Node(1, "a", (5.0, 1.0), memory=0.2, out_cost=1.0), Node(2, "b", (1.0, 5.0), memory=2.0 ** 53 - 1,
+                                                                        out_cost=1.0),
+             Node(3, "c", (5.0, 1.0), memory=0.2))
+    problem = Instance(nodes, (Edge(1, 2), Edge(2, 3)), (DeviceType(ACCELERATOR, 1, math.inf),
+                                                         DeviceType(CPU, 2, 0.3, False)), name="huge-size-cores")
+    assert brute_force_latency(problem, max_calls=calls).objective == 5.0
+    result = solve_milp(problem, objective="latency", calls=calls, backend="highs", time_limit=30)
+    assert (result.status, result.objective) == (Status.OPTIMAL, 5.0), result.message
+
+
 def test_the_latency_warm_start_tries_every_node_on_one_device():
     """A chain of six nodes over three types: fast (3 devices; times 1), slow (2 devices; times 2),
     cpu (times 10); every node sends 0.1. For throughput the pipeline splits the chain in three

@@ -178,8 +178,11 @@ def _build(problem: Instance, d: LatencyData, be: Any, q: int, stages: int | Non
         if j + 1 < q:
             be.add([(1, e[a, j + 1]), (-1, e[a, j])], hi=0)
     for a in range(A):                                                                 # (3)
+        # a class kept off the accelerator (x fixed at 0) is left out: its size, up to 2^53 times the bound in
+        # model units, is a coefficient HiGHS refuses as invalid (so in row 15)
         if math.isfinite(d.M[a]) and sum(d.m) > d.M[a]:
-            be.add([(d.m[v], x[v, a, j]) for v in range(n_classes) for j in range(q) if d.m[v]], hi=d.M[a])
+            be.add([(d.m[v], x[v, a, j]) for v in range(n_classes) for j in range(q) if d.m[v] and allowed[v, a]],
+                   hi=d.M[a])
     for a, j in calls:
         b = {i: be.bool_var(f"b[{cn.u},{a},{j}]") for i, cn in enumerate(d.cost)}   # (4)
 
@@ -286,7 +289,7 @@ def _core_rows(problem: Instance, d: LatencyData, be: Any, on_acc: Callable[[int
     for k in movable:   # Σ_r z[k, r] = on_cpu(first node of k) = 1 − Σ x
         be.add([(1, z[k, r]) for r in range(d.cores)] + on_acc(d.group[colours[k][0]]), lo=1, hi=1)
     for r in range(d.cores):
-        be.add([(size[k], z[k, r]) for k in movable if size[k]], hi=d.M_cpu)
+        be.add([(size[k], z[k, r]) for k in movable if size[k] and alone[k]], hi=d.M_cpu)
         if w:           # stages: core r holds a node exactly when w[r] (row 13)
             for k in movable:
                 be.add([(1, z[k, r]), (-1, w[r])], hi=0)
