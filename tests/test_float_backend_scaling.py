@@ -169,3 +169,24 @@ def test_split_models_that_highs_presolve_got_wrong(backend, instance, optimum):
     # apart: it finds the optimum but proves nothing; CP-SAT proves it
     assert result.status == ("optimal" if backend == "cp-sat" else "feasible")
     assert result.bound <= optimum
+
+
+# a → b → c; accelerator times 1, 1, 2 (two accelerators of memory 1; every node takes 0.6, so one node
+# each), CPU times 10^12, 2, 10^12 (one CPU); a sends 1, b sends 0.5. a and c need the accelerators, one
+# each, so b runs on the CPU: a 1 + send 1 = 2, b 2, c 2 + receive 0.5 = 2.5, the optimum in every class
+# (brute force below). Scaled so that the largest load (10^12) is near 2^10, the plan of 2.5 was 1.2e-9 model
+# units, below the floating-point solvers' tolerances: every one stopped at the simple bound, 2.0.
+HUGE_CPU = {"maxSizePerFPGA": 1, "maxFPGAs": 2, "maxCPUs": 1,
+            "nodes": [node(1, 1.0, 1e12, 0.6), node(2, 1.0, 2.0, 0.6), node(3, 2.0, 1e12, 0.6)],
+            "edges": edges((1, 2, 1.0), (2, 3, 0.5))}
+
+
+@pytest.mark.parametrize("backend", FLOAT_BACKENDS)
+@pytest.mark.parametrize("contiguity", ["none", "sets"])
+def test_times_capped_at_the_start_let_huge_times_beside_small_ones_prove(backend, contiguity):
+    if backend not in AVAILABLE:
+        pytest.skip(f"{backend} is not available here")
+    problem = placement.load(HUGE_CPU)
+    assert brute_force(problem, contiguity).objective == 2.5
+    result = placement.solve(problem, method="milp", backend=backend, contiguity=contiguity, time_limit=30)
+    assert (result.status, result.value, result.bound) == ("optimal", 2.5, 2.5), result.message
