@@ -52,8 +52,10 @@ def test_the_milp_does_not_prove_what_its_rounded_times_cannot_tell_apart():
     which round 1e-9 and 1e-10 down to 0, so its bound is 0 beside a plan of 1e-9 (or 1e-10). A proof must
     meet the plan's value relatively; the answer is a feasible plan with a bound at most the optimum,
     1e-10. From the DP's plan (1e-9) the times are capped at 2^-28, the power of two at or above twice
-    it, and scaled by 2^59: 1e-9 and 1e-10 are told apart, and the optimum 1e-10 is proven."""
-    instance = two_nodes((7e9, 1e-9), (0.0, 1e-10), [])
+    it, and scaled by 2^59: 1e-9 and 1e-10 are told apart, and the optimum 1e-10 is proven. A free edge
+    0 -> 4 keeps the graph one part: without it the start would be the fill of the two parts, the optimum
+    itself, and no model would be built."""
+    instance = two_nodes((7e9, 1e-9), (0.0, 1e-10), [{"sourceId": 0, "destId": 4, "cost": 0.0}])
     cold = placement.solve(instance, method="milp", backend="cp-sat", time_limit=10, warm_start=False)
     assert cold.stats["time_scale"] == 2.0 ** -2
     assert cold.status == "feasible"
