@@ -258,6 +258,28 @@ def typed_pairs(tables: Tables, types: DeviceTypes, microbatches: int,
             if not types.cpu[tau] or tables.degrees[k] == 1]
 
 
+def memory_model(instance: PiperInstance, devices, memory: float | None, tables: Tables | None = None,
+                 strict_memory: bool = False,
+                 mode: str = "exact") -> tuple[DeviceTypes, Tables, WrittenFit | None, bool]:
+    """The device types and tables as the DP's stage values read them, for :func:`solve_parallel`'s ``devices``,
+    ``memory``, ``strict_memory`` and ``mode``: memory in the exact unit of :func:`exact_memory` where there is
+    one; else, in exact mode, the bounds narrowed with the sizes as written beside them (:func:`written_fit`, the
+    third value), or, where they do not split so, the bounds widened (narrowed with ``strict_memory``: the fourth
+    value says so)."""
+    devices = device_counts(instance, devices)
+    check_memory(instance, memory)
+    capacity = instance.max_memory_per_device if memory is None else memory
+    types = device_types(instance, devices, capacity)
+    m = instance.microbatches_in_batch
+    tables = build_tables(instance) if tables is None else tables
+    written = types
+    types, tables, rounded = exact_memory(types, tables, m, strict_memory)
+    fit = written_fit(written, tables, max(m, sum(types.counts) + 1)) if rounded and mode == "exact" else None
+    if fit is not None:   # the narrowed bounds clear a stage; one near a bound is decided on the sizes as written
+        types, rounded = lenient_memory(written, tables, m, strict=True), False
+    return types, tables, fit, rounded
+
+
 def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | str | None = None,
                    memory: float | None = None,
                    schedule: str = "piper", mode: str = "exact", allowed: Sequence[tuple[int, int]] | None = None,
@@ -294,17 +316,8 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     check_schedule(schedule)
     if mode not in MODES:
         raise InvalidParameterError("mode", f"must be one of {', '.join(map(repr, MODES))}, not {mode!r}")
-    devices = device_counts(instance, devices)
-    check_memory(instance, memory)
-    capacity = instance.max_memory_per_device if memory is None else memory
-    types = device_types(instance, devices, capacity)
     m = instance.microbatches_in_batch
-    tables = build_tables(instance) if tables is None else tables
-    written = types
-    types, tables, rounded = exact_memory(types, tables, m, strict_memory)
-    fit = written_fit(written, tables, max(m, sum(types.counts) + 1)) if rounded and mode == "exact" else None
-    if fit is not None:   # the narrowed bounds clear a stage; one near a bound is decided on the sizes as written
-        types, rounded = lenient_memory(written, tables, m, strict=True), False
+    types, tables, fit, rounded = memory_model(instance, devices, memory, tables, strict_memory, mode)
     # the table's least size (below), known before the stage degrees are listed: that loops over every device count
     least = math.prod(min(c, sum(types.counts), m) + 1 for c in types.counts)
     if (len(tables.ids) + 1) * least > MAX_CELLS:
@@ -732,4 +745,4 @@ def _reconstruct(tables, sets, dp, par_set, par_q, pairs, k, s, codes: Codes, co
 
 
 __all__ = ["DEFAULT_MAX_SETS", "MODES", "DeviceTypes", "ParallelSolution", "degree_pairs", "device_types",
-           "solve_parallel", "stage_choice", "typed_pairs"]
+           "memory_model", "solve_parallel", "stage_choice", "typed_pairs"]
