@@ -34,8 +34,12 @@ Search:
    ``d ≤ m/2`` (:func:`single_stage_shapes`: the DP on ``d·t`` devices restricted to ``(t, d)``, which
    allows one stage alone): a single stage keeps its bottleneck busy, so it meets ``m·TPS``, where the
    uniform DP at that ``d`` may prefer more stages of a lower ``TPS`` that wait for one another; in order of
-   their floor ``m·L_t/d``, stopping where it reaches the incumbent's ``T``. (Heuristics for the incumbent:
-   the bound and the proof do not depend on them.)
+   their floor ``m·L_t/d``, stopping where it reaches the incumbent's ``T``. Last, the plans of two, then three
+   stages (:data:`FEW_STAGES`) of least ``T`` below the incumbent's, each stage of any (type,) ``t`` and ``d``
+   with the TMPCs of the DP's stage value (:mod:`placement.parallel.few_stages`): under few micro-batches the
+   fill and drain make these, often of mixed degrees, better than the DP's plan of more stages or of its
+   non-bottleneck stages on as few devices as their values allow. (Heuristics for the incumbent: the bound and
+   the proof do not depend on them.)
 3. On instances of at most :data:`EXHAUSTIVE_NODES` nodes and one device type, a branch and bound over every plan
    (stages front to back: a predecessor-closed set of what is left, ``t``, ``d``, and the
    TMPC choices that are not dominated in (compute, boundary bytes, parameters, activation and
@@ -63,6 +67,7 @@ from typing import Any, Callable
 from placement.io.piper import PiperInstance
 from placement.parallel.devices import device_counts
 from placement.parallel.dp import listed_sets, solve_parallel
+from placement.parallel.few_stages import few_stage_plan
 from placement.parallel.plan import ParallelPlan, ParallelStage
 from placement.parallel.tables import build_tables
 from placement.parallel.timing import FORWARD_SHARE, StageTimes, batch_time, time_per_batch
@@ -73,6 +78,8 @@ EXHAUSTIVE_NODES = 8
 #: the most partial plans the branch and bound extends before it gives up (8-node chains of two TMPCs per
 #: degree, measured: 14,000-56,000 steps, 0.5-4.5 s)
 DEFAULT_MAX_NODES = 100_000
+#: the stage counts of the few-stage candidates (:mod:`placement.parallel.few_stages`)
+FEW_STAGES = (2, 3)
 #: schedules whose time per batch the search minimises
 BATCH_SCHEDULES = ("gpipe", "1f1b")
 
@@ -155,6 +162,15 @@ def search_time_per_batch(instance: PiperInstance, *, devices: int, memory: floa
             value = time_per_batch(instance, single.plan, schedule, forward_share=forward_share)
             if value < best:
                 best, best_plan = value, single.plan
+        for stages in FEW_STAGES:
+            if proven_by_bound():
+                break
+            value, plan, counters = few_stage_plan(instance, devices=devices, memory=memory, schedule=schedule,
+                                                   stages=stages, incumbent=best, tables=tables, sets=sets,
+                                                   forward_share=forward_share, strict_memory=strict_memory)
+            stats[f"{stages}_stage_search"] = counters
+            if plan is not None:
+                best, best_plan = value, plan
     proven = proven_by_bound()
     if not proven and exhaustive:
         search = _BranchAndBound(instance, devices, memory, schedule, forward_share, best, max_nodes)
@@ -332,5 +348,5 @@ class _BranchAndBound:
                                            for block, d, t, _, choice in stages), self.schedule)
 
 
-__all__ = ["BATCH_SCHEDULES", "DEFAULT_MAX_NODES", "EXHAUSTIVE_NODES", "BatchSearch",
+__all__ = ["BATCH_SCHEDULES", "DEFAULT_MAX_NODES", "EXHAUSTIVE_NODES", "FEW_STAGES", "BatchSearch",
            "candidate_degrees", "search_time_per_batch", "single_stage_shapes"]

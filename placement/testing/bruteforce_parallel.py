@@ -28,11 +28,13 @@ MAX_NODES = 6
 
 def brute_force_parallel(instance: PiperInstance, *, devices: int | Mapping[str, int] | None = None,
                          memory: float | None = None, schedule: str = "piper",
-                         objective: str = "throughput") -> tuple[float, ParallelPlan | None]:
+                         objective: str = "throughput",
+                         stages: int | None = None) -> tuple[float, ParallelPlan | None]:
     """The least largest stage time per sample over every plan, and a plan attaining it (``inf, None``
     when no plan fits). With device types, ``devices`` maps type names to counts (default each
     type's count). ``objective="time-per-batch"``: the least time per batch instead, each plan's
-    simulated by :func:`placement.simulation.parallel.simulate_parallel` (Piper's all-reduce)."""
+    simulated by :func:`placement.simulation.parallel.simulate_parallel` (Piper's all-reduce).
+    ``stages``: over the plans of exactly that many stages only."""
     if len(instance.nodes) > MAX_NODES:
         raise LimitExceededError(f"brute force enumerates plans of at most {MAX_NODES} nodes, "
                                  f"not {len(instance.nodes)}")
@@ -46,8 +48,10 @@ def brute_force_parallel(instance: PiperInstance, *, devices: int | Mapping[str,
         preds[e.dst].add(e.src)
     best, best_plan = math.inf, None
     for partition in _partitions(frozenset(preds), preds):
-        for stages in _stages(instance, partition, counts, m):
-            plan = ParallelPlan(tuple(stages), schedule)
+        if stages is not None and len(partition) != stages:
+            continue
+        for chosen in _stages(instance, partition, counts, m):
+            plan = ParallelPlan(tuple(chosen), schedule)
             evaluation = evaluate_parallel(instance, plan, devices=counts if instance.device_types else counts[""],
                                            memory=memory)
             if not evaluation.ok:
