@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -125,3 +126,26 @@ def test_plans_are_valid_on_random_wide_graphs(shape, memory):
         assert evaluate(problem, whole, "stages").valid
     else:   # one part (the star) or six too long to fit a device's memory alone
         assert whole is None or evaluate(problem, whole, "stages").valid
+
+
+@pytest.mark.parametrize("make", [lpt.lpt_plan, lpt.parts_plan])
+def test_no_fill_begins_once_the_deadline_has_passed(monkeypatch, make):
+    """A deadline already past when the fills are due begins none of them (each costs the graph's size times the
+    devices before its first item): on 100 components of 2 nodes none is made, and the answer is no plan."""
+    nodes = [Node(i, f"n{i}", (2.0, 6.0), 1.0, out_cost=1.0 if i % 2 == 0 else 0.0) for i in range(200)]
+    problem = make_two_type_problem(nodes, [Edge(i, i + 1) for i in range(0, 200, 2)], 4, 1, math.inf)
+    begun = []
+    monkeypatch.setattr(lpt, "fill", lambda *args, **kwargs: begun.append(args) or None)
+    assert make(problem, deadline=time.perf_counter() - 1.0) is None
+    assert begun == []
+
+
+def test_fills_begin_none_once_the_deadline_has_passed(monkeypatch):
+    """:func:`lpt.fills` itself, whose items are ready: no type is chosen and no fill is begun past the deadline."""
+    problem = ninety_and_ten(0)
+    items = lpt._Items(_Climber(problem), [[c] for c in range(100)])
+    begun = []
+    monkeypatch.setattr(lpt, "fill", lambda *args, **kwargs: begun.append(args) or None)
+    monkeypatch.setattr(lpt, "item_types", lambda *args: begun.append(args) or None)
+    assert lpt.fills(items, deadline=time.perf_counter() - 1.0) == []
+    assert begun == []

@@ -237,15 +237,16 @@ def fills(items: _Items, deadline: float = math.inf) -> list[list[int]]:
     if not all(support):
         return []
     found = []
-    kind = item_types(items)
-    if kind is not None:
+    kind = item_types(items) if time.perf_counter() <= deadline else None
+    if kind is not None and time.perf_counter() <= deadline:   # a fill's setup costs the classes times the devices
         of_type: dict[int, list[int]] = {}
         for b, t in enumerate(climber.slot_type):
             of_type.setdefault(t, []).append(b)
         found.append(fill(items, sorted(range(n), key=lambda i: (-items.time[i][kind[i]], i)),
                           [of_type[kind[i]] for i in range(n)], deadline))
-    least = [min(p for p in items.time[i] if p is not None) for i in range(n)]
-    found.append(fill(items, sorted(range(n), key=lambda i: (-least[i], i)), support, deadline))
+    if time.perf_counter() <= deadline:
+        least = [min(p for p in items.time[i] if p is not None) for i in range(n)]
+        found.append(fill(items, sorted(range(n), key=lambda i: (-least[i], i)), support, deadline))
     return [where for where in found if where is not None]
 
 
@@ -267,6 +268,8 @@ def lpt_plan(problem: Instance, deadline: float = math.inf, seed: int = 0) -> Pl
     """The climbed plan of the module docstring, made by ``deadline`` (a ``time.perf_counter()`` value: no fill
     is begun after it, one under way stops, and so does the climb; its moves in the order of ``seed``);
     ``None`` where no fill is made (a class no type supports, or the deadline passed first)."""
+    if time.perf_counter() > deadline:   # reading the graph into the moves' state alone costs its size
+        return None
     climber = _Climber(problem)
     candidates = fills(_Items(climber, [[c] for c in range(len(climber.classes))]), deadline)
     joined = parts(problem)
@@ -282,7 +285,7 @@ def parts_plan(problem: Instance, deadline: float = math.inf) -> Plan | None:
     """The better fill of parts (module docstring), where the graph has more than one and every part fits a
     device alone; else ``None``, and where ``deadline`` (a ``time.perf_counter()`` value) stopped both fills."""
     joined = parts(problem)
-    if len(joined) < 2:
+    if len(joined) < 2 or time.perf_counter() > deadline:
         return None
     climber = _Climber(problem)
     items = _Items(climber, joined)
