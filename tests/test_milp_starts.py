@@ -127,3 +127,34 @@ def test_the_stages_and_sets_starts_are_the_fill_of_whole_parts(formulation):
     assert evaluate(problem, plan, "stages").max_load == 12.0
     assert sorted(sorted(dev.nodes) for dev in plan.devices) == [[0, 2, 4, 10, 12, 14], [1, 3, 5, 11, 13, 15]]
     assert formulation(stages=2).searched_start(problem, 60.0) is None
+
+
+def test_the_local_search_keeps_its_share_of_the_time_whatever_the_fill_takes(monkeypatch):
+    """The local search's plan is what the start was before the LPT fill joined it: it has the whole share of
+    ``seconds`` however long the fill runs (here a fill that uses far more than the share on a clock the start
+    reads), so the start is never worse than the local search's plan alone."""
+    import types
+
+    from placement.solvers.baselines import local_search, lpt
+    from placement.solvers.milp import none
+
+    clock = types.SimpleNamespace(now=1000.0)
+    clock.perf_counter = lambda: clock.now
+    monkeypatch.setattr(none, "time", clock, raising=False)   # the clock the start reads, where it reads one
+
+    def slow_fill(problem, deadline=math.inf, seed=0):
+        clock.now += 100.0
+        return None
+
+    limits = []
+
+    def recording_search(problem, **options):
+        limits.append(options["time_limit"])
+        return solve_local_search(problem, **options)
+
+    monkeypatch.setattr(lpt, "lpt_plan", slow_fill)
+    monkeypatch.setattr(local_search, "solve_local_search", recording_search)
+    problem = placement.load(CHAIN)
+    plan = NoContiguity().searched_start(problem, 2.0)
+    assert limits == [2.0]
+    assert evaluate(problem, plan, "none").max_load == 16.0   # the local search's plan (module comment)

@@ -95,7 +95,6 @@ Measured and not kept, on ResNet-50 inference (1 thread, a loaded 2-core machine
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -236,8 +235,8 @@ class NoContiguity(Formulation):
         """The better by max-load (valid first) of the climbed LPT fill of
         :mod:`placement.solvers.baselines.lpt` (made by :func:`.driver.fill_deadline`) and the plan of
         :mod:`placement.solvers.baselines.local_search` (its default restarts, seed 0, no new restart after
-        ``seconds``; on the accelerators and CPUs alone, which it moves classes between); ``None`` with
-        ``stages=N`` (neither counts the devices it uses)."""
+        ``seconds``; on the accelerators and CPUs alone, which it moves classes between; run first, so that the
+        fill takes none of its time); ``None`` with ``stages=N`` (neither counts the devices it uses)."""
         from placement.errors import PlacementError
         from placement.solvers.baselines.local_search import solve_local_search
         from placement.solvers.baselines.lpt import lpt_plan
@@ -245,15 +244,14 @@ class NoContiguity(Formulation):
 
         if self.stages is not None:
             return None
-        began = time.perf_counter()
-        filled = lpt_plan(problem, deadline=fill_deadline(seconds))
         found = []
-        try:
-            searched = solve_local_search(problem, seed=0, time_limit=max(0.0, began + seconds - time.perf_counter()))
+        try:   # first, with the whole of ``seconds``: the start is never worse than the search's plan alone
+            searched = solve_local_search(problem, seed=0, time_limit=seconds)
             if searched.status == "feasible":
                 found.append(searched.plan)
         except PlacementError:   # not the two-type model
             pass
+        filled = lpt_plan(problem, deadline=fill_deadline(seconds))
         ranked = []
         for plan in found + [filled]:   # the local search's first on ties
             if plan is not None:
