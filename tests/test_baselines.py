@@ -514,3 +514,28 @@ def test_chain_blocks_end_at_the_supernodes_every_other_one_is_an_ancestor_or_de
         cuts = [c for c in range(n) if reach(c, lambda v: succ[v]) | reach(c, lambda v: pred[v]) == set(range(n))]
         expected = [next((j for j, c in enumerate(cuts) if s <= c), len(cuts)) for s in range(n)]
         assert chain_blocks(Contraction(tuple((s,) for s in range(n)), tuple(succ), tuple(range(n)), 0)) == expected
+
+
+def test_an_interrupted_local_search_counts_the_moves_of_the_climb_under_way(monkeypatch):
+    """Ctrl-C within a climb: the plan in hand reports every move made, those of the climb under way too (the
+    count the progress line gave just before, as no move was made after it), and the pass it was in."""
+    import re
+
+    from placement.sigint import PlanInHand
+    from placement.solvers.baselines import local_search
+
+    monkeypatch.setattr(local_search, "PROGRESS_S", 0.0)
+    nodes = [Node(i, f"n{i}", (2.0, 3.0 + i % 7), 1.0) for i in range(100)]
+    problem = make_two_type_problem(nodes, [], 4, 1, math.inf)
+    said = []
+
+    def progress(line: str) -> None:
+        found = re.fullmatch(r"local search: restart 1 of 10, (\d+) moves so far, .*", line)
+        if found and int(found.group(1)) >= 5:
+            said.append(int(found.group(1)))
+            raise KeyboardInterrupt
+
+    with pytest.raises(PlanInHand) as caught:
+        local_search.solve_local_search(problem, seed=0, progress=progress)
+    assert said and caught.value.solution.stats["moves"] == said[0]
+    assert caught.value.solution.stats["passes"] >= 1

@@ -117,6 +117,8 @@ class _Climber:
                     inner[u] = inner.get(u, 0) + 1
             self.affected.append([(u, k, u in inside) for u, k in inner.items()])
         self.affected_cost = [[a for a in aff if self.cost[a[0]] > 0] for aff in self.affected]
+        self.moves = 0    # moves made and passes begun by :func:`climb` on this state, all its climbs together,
+        self.passes = 0   # counted as they happen (an interrupted climb's too)
 
     def start(self, class_slot: list[int]) -> None:
         """Set the assignment (a class at :data:`UNPLACED` is on no slot yet, and no slot holds its nodes) and
@@ -269,21 +271,22 @@ def climb(climber: _Climber, rng: random.Random, deadline: float,
     """Improving moves (module docstring) from the climber's assignment until none improves or ``deadline``
     passes: classes, and destinations for each, in a random order, the first improving move taken; the loads
     computed again from scratch after every pass. ``tick(now, moves)`` is called before each class is tried.
-    Returns the moves made, the passes begun and whether the deadline stopped the climb."""
-    moves = passes = 0
+    Returns the moves made, the passes begun and whether the deadline stopped the climb; the climber counts
+    them too as they happen (:attr:`_Climber.moves`, :attr:`_Climber.passes`)."""
+    moves0, passes0 = climber.moves, climber.passes
     improved = True
     while improved:
         improved = False
-        passes += 1
+        climber.passes += 1
         classes = list(range(len(climber.classes)))
         rng.shuffle(classes)
         destinations = list(range(len(climber.slots)))
         for c in classes:
             now = time.perf_counter()
             if now > deadline:
-                return moves, passes, True
+                return climber.moves - moves0, climber.passes - passes0, True
             if tick is not None:
-                tick(now, moves)
+                tick(now, climber.moves - moves0)
             rng.shuffle(destinations)
             for b in destinations:
                 if b == climber.where[c]:
@@ -291,11 +294,11 @@ def climb(climber: _Climber, rng: random.Random, deadline: float,
                 delta = climber.try_move(c, b)
                 if delta is not None:
                     climber.apply(c, b, *delta)
-                    moves += 1
+                    climber.moves += 1
                     improved = True
                     break
         climber.start(climber.where)  # exact loads again: no drift across passes
-    return moves, passes, False
+    return climber.moves - moves0, climber.passes - passes0, False
 
 
 def _slots_of_plan(climber: _Climber, problem: Instance, plan: Plan) -> list[int]:
@@ -337,7 +340,7 @@ def solve_local_search(problem: Instance, **options: Any) -> Solution:
     best_plan: Plan | None = None
     best_key = (True, math.inf)     # (invalid, max-load): valid plans first
     best_restart = -1
-    moves = passes = done = 0
+    done = 0
     stopped = interrupted = False
     progress = options.get("progress")
     said = start
@@ -351,16 +354,14 @@ def solve_local_search(problem: Instance, **options: Any) -> Solution:
             order = units if r == 0 else random_topological_order(units, unit_succ, rng)
             climber.start(_slots_of_plan(climber, problem, greedy_fill(problem, kinds, order)))
 
-            def tick(now: float, climbed: int, r: int = r) -> None:
+            def tick(now: float, _climbed: int, r: int = r) -> None:
                 nonlocal said
                 if progress is not None and now - said >= PROGRESS_S:   # a restart on a large graph is long
                     said = now
                     best = f"best {best_key[1]:.6g}" if not best_key[0] else "no valid plan yet"
-                    progress(f"local search: restart {r + 1} of {restarts}, {moves + climbed:,} moves so far, {best}")
+                    progress(f"local search: restart {r + 1} of {restarts}, {climber.moves:,} moves so far, {best}")
 
-            climbed, climb_passes, stopped = climb(climber, rng, deadline, tick)
-            moves += climbed
-            passes += climb_passes
+            _, _, stopped = climb(climber, rng, deadline, tick)
             done += 1
             plan = climber.plan()
             key = _ranking(problem, plan)
@@ -383,7 +384,7 @@ def solve_local_search(problem: Instance, **options: Any) -> Solution:
             raise
         interrupted = True
     stats = {"restarts": done, "restarts_asked": restarts, "seed": seed, "best_restart": best_restart,
-             "moves": moves, "passes": passes, "stopped_by_time_limit": stopped}
+             "moves": climber.moves, "passes": climber.passes, "stopped_by_time_limit": stopped}
     if interrupted:
         raise PlanInHand(throughput_solution(problem, best_plan, "local-search", start, stats,
                                              f"interrupted after {done} of {restarts} restarts")) from None
