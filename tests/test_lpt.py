@@ -149,3 +149,13 @@ def test_fills_begin_none_once_the_deadline_has_passed(monkeypatch):
     monkeypatch.setattr(lpt, "item_types", lambda *args: begun.append(args) or None)
     assert lpt.fills(items, deadline=time.perf_counter() - 1.0) == []
     assert begun == []
+
+
+@pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
+def test_the_progress_names_the_fill_where_its_plan_is_the_start():
+    """On the wide instance the local search stops at 46 and the fill reaches 44 (above): the start is the fill's,
+    and the progress line says so."""
+    said: list[str] = []
+    placement.solve(ninety_and_ten(0), method="milp", backend="cp-sat", contiguity="none", threads=1,
+                    time_limit=60, progress=said.append)
+    assert "starting plan from the LPT fill: 44" in said

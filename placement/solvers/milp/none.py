@@ -236,7 +236,8 @@ class NoContiguity(Formulation):
         :mod:`placement.solvers.baselines.lpt` (made by :func:`.driver.fill_deadline`) and the plan of
         :mod:`placement.solvers.baselines.local_search` (its default restarts, seed 0, no new restart after
         ``seconds``; on the accelerators and CPUs alone, which it moves classes between; run first, so that the
-        fill takes none of its time); ``None`` with ``stages=N`` (neither counts the devices it uses)."""
+        fill takes none of its time); ``None`` with ``stages=N`` (neither counts the devices it uses).
+        :attr:`searched_source` is set to the one returned, which the progress names."""
         from placement.errors import PlacementError
         from placement.solvers.baselines.local_search import solve_local_search
         from placement.solvers.baselines.lpt import lpt_plan
@@ -253,11 +254,16 @@ class NoContiguity(Formulation):
             pass
         filled = lpt_plan(problem, deadline=fill_deadline(seconds))
         ranked = []
-        for plan in found + [filled]:   # the local search's first on ties
+        candidates = [("a local search", plan) for plan in found] + [("the LPT fill", filled)]
+        for source, plan in candidates:   # the local search's first on ties
             if plan is not None:
                 ev = evaluate(problem, plan, "none")
-                ranked.append((not ev.valid, ev.max_load, len(ranked), plan))
-        return min(ranked)[3] if ranked else None
+                ranked.append((not ev.valid, ev.max_load, len(ranked), source, plan))
+        if not ranked:
+            return None
+        best = min(ranked)
+        self.searched_source = best[3]   # what the progress names
+        return best[4]
 
     def exclude(self, be: Backend, d: GroupData, V: AssignmentVars, k: int, groups: Sequence[int]) -> bool:
         """``Σ_{v ∈ groups} x[v,s] ≤ |groups| − 1`` for every slot ``s`` of type ``k`` that could hold them all
