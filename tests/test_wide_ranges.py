@@ -98,6 +98,13 @@ def test_a_chain_plan_whose_computed_value_was_rounded_down_still_bounds_the_dp(
         assert (result.status, result.value, result.bound) == ("optimal", 1.0, 1.0)
 
 
+# a -> b -> c with CPU times 8.3e9 beside 30.83: the DP's running sums on the CPUs are off by about 1e-7
+SPREAD_CPU = {"maxSizePerFPGA": 6, "maxFPGAs": 1, "maxCPUs": 2,
+              "edges": [{"sourceId": 1, "destId": 2, "cost": 0}, {"sourceId": 2, "destId": 3, "cost": 0}],
+              "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": f, "cpuLatency": c, "size": m}
+                        for i, f, c, m in ((1, 1, 8326000000.000001, 0), (2, 8, 18, 5), (3, 9, 30.830000000000002, 5))]}
+
+
 def test_a_value_within_the_sums_tolerance_is_reported_as_the_evaluator_computes_it():
     """a → b → c, no transfer costs; one accelerator of memory 6 (times 1, 8, 9) and two CPUs (times
     8326000000.000001, 18, 30.830000000000002); sizes 0, 5, 5. With c on the accelerator, b and c do not fit
@@ -106,14 +113,24 @@ def test_a_value_within_the_sums_tolerance_is_reported_as_the_evaluator_computes
     DP's running sums on the CPUs pass 8.3e9, whose ulp is about 1e-6, and read c's stage as
     30.829999923706055, within the 1e-6 of its value that it proves optima to, but not within the 1e-9 at
     which a method's value must agree with the evaluator's: the plan was dropped, and the answer was no plan."""
-    doc = {"maxSizePerFPGA": 6, "maxFPGAs": 1, "maxCPUs": 2, "edges": [{"sourceId": 1, "destId": 2, "cost": 0},
-                                                                       {"sourceId": 2, "destId": 3, "cost": 0}],
-           "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": f, "cpuLatency": c, "size": m}
-                     for i, f, c, m in ((1, 1, 8326000000.000001, 0), (2, 8, 18, 5), (3, 9, 30.830000000000002, 5))]}
     for method in ("dp", "auto"):
-        result = placement.solve(doc, method=method)
+        result = placement.solve(SPREAD_CPU, method=method)
         assert (result.status, result.value, result.bound) == ("optimal", 30.830000000000002, 30.830000000000002)
         assert ("cpu", (3,)) in [(s.device_type, s.nodes) for s in result.plan]
+
+
+def test_the_dp_takes_the_evaluators_value_only_within_its_sums_rounding(monkeypatch):
+    """The instance above, with the evaluator the DP reads made to err by 1: a value that far from the DP's own
+    sums (30.829999923706055) is no rounding of them, so the DP keeps its own value, which the check of the
+    answer, by a right evaluator, then compares (and refuses), rather than reporting the wrong evaluator's."""
+    import placement.solvers.dp as dp
+    from placement.solvers.dp import solve_dp
+
+    right = dp.evaluate
+    monkeypatch.setattr(dp, "evaluate", lambda *args: dataclasses.replace(right(*args),
+                                                                          max_load=right(*args).max_load + 1))
+    solution = solve_dp(placement.load(SPREAD_CPU))
+    assert solution.objective == 30.829999923706055
 
 
 def test_rounded_sums_and_rounded_memory_bound_nothing_beyond_the_instance_bound():

@@ -353,8 +353,10 @@ def _solve_dp(problem: Instance, held: InHand, max_ideals: int, progress: Progre
     error = rounding_error(problem, value)
     if error > ROUNDING_SHARE * value:
         return _inexact(problem, plan, value, error, runtime, stats, memory_proven, floor)
-    if error > 0:   # proven to within its sums' rounding; the value is the evaluator's, not those sums'
-        value = evaluate(problem, plan, "stages").max_load
+    if error > 0:   # proven to within its sums' rounding: the value is the evaluator's where it is that close
+        exact = evaluate(problem, plan, "stages").max_load
+        if abs(exact - value) <= error:   # farther, the sums are wrong, not rounded: the check is to say so
+            value = exact
     if not memory_proven and not meets_simple:   # the first run's plan stands: ``simple`` is its instance's bound
         return Solution(Status.FEASIBLE, plan, value, min(value, max(simple, floor)), "dp", runtime_s=runtime,
                         stats=stats, message=f"{MEMORY_ROUNDED}: its optimum is no proof; on memory rounded to "
