@@ -15,6 +15,7 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
+from placement.io.piper import parse_piper
 from placement.parallel.batch_search import search_time_per_batch
 from placement.parallel.dp import listed_sets
 from placement.parallel.few_stages import few_stage_plan
@@ -60,6 +61,40 @@ def test_the_search_keeps_the_incumbent_where_no_plan_is_below_it_and_stops_at_i
                                         incumbent=math.inf, tables=tables, sets=listed_sets(tables, 100, None, 0.0),
                                         forward_share=1 / 3, max_plans=0)
     assert (value, plan, stats["stopped"]) == (math.inf, None, True)
+
+
+def _typed_chain(times):
+    """A chain of one TMPC per node at t = 1, no transfers, parameters or memory; 2 devices of type "g", 1 of
+    "o" (both of speed 1), m = 3."""
+    nodes = []
+    for i, time in enumerate(times):
+        tmpc = {"id": "v", "timePerSample": time, "parameterSize": 0.0, "memoryUsageA": 0.0, "memoryUsageB": 0.0,
+                "syncTimeFw": {str(i - 1): 0.0} if i else {},
+                "syncTimeBw": {str(i + 1): 0.0} if i + 1 < len(times) else {}}
+        nodes.append({"id": i, "TMPCs": {"1": [tmpc]}})
+    return parse_piper({"maxDevices": 3, "maxMemoryPerDevice": 1.0, "bandwidth": 1.0, "mbsInBatch": 3,
+                        "nodes": nodes, "edges": [{"sourceId": i, "destId": i + 1, "communicationCost": 0.0}
+                                                  for i in range(len(times) - 1)],
+                        "deviceTypes": {"g": {"count": 2, "memory": 1.0}, "o": {"count": 1, "memory": 1.0}}})
+
+
+def test_a_last_stage_is_not_pruned_by_the_rest_of_the_graph_as_one_stage():
+    # Chain x -> y -> z of times 3, 1, 1 (F = C/3, B = 2C/3), m = 3, 1F1B; d = 1 everywhere (d = 3 needs 3
+    # devices of one type). Stages {x}, {y} on "g", {z} on "o" (or any other two on "g"): x (y = 3 in flight) runs F0 F1 F2 from 0 to 3,
+    # then B0 from 3 (y's B0 ends at 7/3: y F0 1-4/3, z F0 4/3-5/3, z B0 -7/3, y F1 2-7/3, y B0 7/3-3), B1 from
+    # 5 (y's B1 ends at 4), B2 from 7 (y's B2 ends at 5): 9 = m·C_x, the least any plan with x on one device
+    # takes. The rest before {z}, {x, y} as one stage, takes at least 3·4 = 12 > 9, which is no bound on a plan
+    # where {x, y} are two stages: the three-stage plan must still be found below an incumbent of 9.5.
+    instance = _typed_chain([3.0, 1.0, 1.0])
+    devices = {"g": 2, "o": 1}
+    best, _ = brute_force_parallel(instance, devices=devices, schedule="1f1b", objective="time-per-batch", stages=3)
+    assert best == pytest.approx(9.0)
+    tables = build_tables(instance)
+    value, plan, stats = few_stage_plan(instance, devices=devices, memory=None, schedule="1f1b", stages=3,
+                                        incumbent=9.5, tables=tables, sets=listed_sets(tables, 100, None, 0.0),
+                                        forward_share=1 / 3)
+    assert value == pytest.approx(9.0)
+    assert [s.nodes for s in plan.stages] == [(0,), (1,), (2,)]
 
 
 def _one_tmpc_per_degree(instance):

@@ -75,17 +75,20 @@ def few_stage_plan(instance: PiperInstance, *, devices, memory: float | None, sc
     # the bytes of the edges into each set, which both stages of a split at it send or receive
     cut = np.bincount(np.repeat(np.arange(len(sets.size)), np.diff(sets.cut_ptr)),
                       weights=tables.cost[sets.cut_idx], minlength=len(sets.size))
-    # a stage of the set alone, or of the rest before it, at its fastest (type, t, d) reaches the incumbent
-    inner = inner[(m * search.fastest(least[inner], cut[inner]) < incumbent)
-                  & (m * search.fastest(rest[inner], cut[inner]) < incumbent)]
     inner = inner[np.argsort(sets.size[inner], kind="stable")]
+    # the sets that may end the first stage (the rest before them, one stage at its fastest (type, t, d), is below
+    # the incumbent) and those that may be the last stage (the set alone, likewise); with three stages the rest
+    # before the last and the set after the first are two stages, which that bound does not bound
+    ends_first = m * search.fastest(rest[inner], cut[inner]) < incumbent
+    alone = m * search.fastest(least[inner], cut[inner]) < incumbent
+    first, last = inner[ends_first], inner[alone]
     try:
         if stages == 2:
-            for i in inner:
+            for i in inner[ends_first & alone]:
                 search.collect([(_nodes(member[full] & ~member[i]), rest[i]), (_nodes(member[i]), least[i])])
-        elif len(inner) <= MAX_THREE_STAGE_SETS:
-            for i in inner:
-                inside = inner[np.all((sets.bits[inner] & ~sets.bits[i]) == 0, axis=1) & (inner != i)]
+        elif len(first) <= MAX_THREE_STAGE_SETS:
+            for i in first:
+                inside = last[np.all((sets.bits[last] & ~sets.bits[i]) == 0, axis=1) & (last != i)]
                 for j in inside:
                     # of I \ J, a difference: lowered by its rounding (0 where neither sum is finite)
                     with np.errstate(invalid="ignore"):
