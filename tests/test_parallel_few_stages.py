@@ -130,3 +130,31 @@ def test_the_search_equals_brute_force_over_the_plans_of_as_many_stages(instance
         return
     assert value == pytest.approx(best, rel=1e-9)
     assert len(plan.stages) == stages
+
+
+def test_the_searches_of_two_and_three_stages_share_one_budget(monkeypatch):
+    # The chain of the first test: the two-stage search times plans there; the three-stage search runs within what
+    # it left, and not at all once it has spent the plans allowed.
+    import placement.parallel.batch_search as batch
+
+    calls = []
+
+    def recorded(*args, **kwargs):
+        found = few_stage_plan(*args, **kwargs)
+        calls.append((kwargs["stages"], {k: v for k, v in kwargs.items() if k.startswith("max_")}, found[2]))
+        return found
+
+    monkeypatch.setattr(batch, "few_stage_plan", recorded)
+    instance = chain([1.0, 1.0], m=4, parameters=[1.0, 0.0])
+    search_time_per_batch(instance, devices=3, memory=1e15, schedule="gpipe", max_sets=100, max_nodes=0)
+    (two, budget, spent), (three, left, _) = calls
+    assert (two, three) == (2, 3) and spent["plans"] >= 1
+    assert budget == batch.few_stage_budget()
+    assert left == {"max_work": budget["max_work"] - spent["work"], "max_plans": budget["max_plans"] - spent["plans"],
+                    "max_combinations": budget["max_combinations"] - spent["combinations"]}
+    calls.clear()
+    monkeypatch.setattr(batch, "few_stage_budget", lambda: {"max_work": 5_000, "max_plans": 1,
+                                                            "max_combinations": 2_000_000})
+    found = search_time_per_batch(instance, devices=3, memory=1e15, schedule="gpipe", max_sets=100, max_nodes=0)
+    assert [stages for stages, _, _ in calls] == [2] and "3_stage_search" not in found.stats
+    assert found.value == pytest.approx(14 / 3)

@@ -67,7 +67,7 @@ from typing import Any, Callable
 from placement.io.piper import PiperInstance
 from placement.parallel.devices import device_counts
 from placement.parallel.dp import listed_sets, solve_parallel
-from placement.parallel.few_stages import few_stage_plan
+from placement.parallel.few_stages import DEFAULT_MAX_PLANS, DEFAULT_MAX_WORK, MAX_COMBINATIONS, few_stage_plan
 from placement.parallel.plan import ParallelPlan, ParallelStage
 from placement.parallel.tables import build_tables
 from placement.parallel.timing import FORWARD_SHARE, StageTimes, batch_time, time_per_batch
@@ -82,6 +82,12 @@ DEFAULT_MAX_NODES = 100_000
 FEW_STAGES = (2, 3)
 #: schedules whose time per batch the search minimises
 BATCH_SCHEDULES = ("gpipe", "1f1b")
+
+
+def few_stage_budget() -> dict[str, int]:
+    """The limits of the few-stage candidates (:func:`placement.parallel.few_stages.few_stage_plan`), shared by
+    the searches of every stage count in :data:`FEW_STAGES`: each runs within what the ones before it left."""
+    return {"max_work": DEFAULT_MAX_WORK, "max_plans": DEFAULT_MAX_PLANS, "max_combinations": MAX_COMBINATIONS}
 
 
 @dataclass(frozen=True)
@@ -162,13 +168,16 @@ def search_time_per_batch(instance: PiperInstance, *, devices: int, memory: floa
             value = time_per_batch(instance, single.plan, schedule, forward_share=forward_share)
             if value < best:
                 best, best_plan = value, single.plan
+        left = few_stage_budget()    # one budget for all stage counts: what the searches of fewer stages left
         for stages in FEW_STAGES:
-            if proven_by_bound():
+            if proven_by_bound() or min(left.values()) <= 0:
                 break
             value, plan, counters = few_stage_plan(instance, devices=devices, memory=memory, schedule=schedule,
                                                    stages=stages, incumbent=best, tables=tables, sets=sets,
-                                                   forward_share=forward_share, strict_memory=strict_memory)
+                                                   forward_share=forward_share, strict_memory=strict_memory, **left)
             stats[f"{stages}_stage_search"] = counters
+            left = {"max_work": left["max_work"] - counters["work"], "max_plans": left["max_plans"] - counters["plans"],
+                    "max_combinations": left["max_combinations"] - counters["combinations"]}
             if plan is not None:
                 best, best_plan = value, plan
     proven = proven_by_bound()

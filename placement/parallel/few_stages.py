@@ -25,7 +25,7 @@ as written before a plan is taken (:func:`placement.verification.parallel.evalua
 proof. At most ``max_plans`` plans are timed (each a longest path over the batch's tasks: the first found is most
 often the best, and the bound leaves many near it on a long batch), stage values computed over at most ``max_work``
 nodes in all (each a knapsack over its nodes at worst; none for a stage whose nodes' least memory is over the
-device's) and :data:`MAX_COMBINATIONS` combinations bounded: past them the search stops with the best plan so far.
+device's) and ``max_combinations`` combinations bounded: past them the search stops with the best plan so far.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ MAX_THREE_STAGE_SETS = 2_000
 
 def few_stage_plan(instance: PiperInstance, *, devices, memory: float | None, schedule: str, stages: int,
                    incumbent: float, tables: Tables, sets: Family, forward_share: float, strict_memory: bool = False,
-                   max_work: int = DEFAULT_MAX_WORK,
-                   max_plans: int = DEFAULT_MAX_PLANS) -> tuple[float, ParallelPlan | None, dict[str, Any]]:
+                   max_work: int = DEFAULT_MAX_WORK, max_plans: int = DEFAULT_MAX_PLANS,
+                   max_combinations: int = MAX_COMBINATIONS) -> tuple[float, ParallelPlan | None, dict[str, Any]]:
     """The least time per batch below ``incumbent`` over the plans of exactly ``stages`` (2 or 3) stages (module
     docstring), its plan (``incumbent, None`` where none is below it) and counters: ``evaluations`` (stage values
     computed), ``work`` (their nodes), ``over_memory`` (stages skipped for memory), ``plans`` (plans timed),
@@ -67,7 +67,7 @@ def few_stage_plan(instance: PiperInstance, *, devices, memory: float | None, sc
     types, tables, fit, _ = memory_model(instance, devices, memory, tables, strict_memory)
     pairs = typed_pairs(tables, types, m)
     search = _Search(instance, tables, types, fit, pairs, schedule, forward_share, incumbent, max_work,
-                     devices, memory)
+                     devices, memory, max_combinations)
     member, full = sets.member, sets.full
     least = search.least_sums(member)         # (N, degree indices): the nodes' least times per sample
     rest = search.least_sums(~member)         # of V \ I
@@ -119,10 +119,11 @@ class _Search:
     """The plans of given stages (node rows with their least times per degree index), back to front."""
 
     def __init__(self, instance: PiperInstance, tables: Tables, types, fit, pairs, schedule: str, share: float,
-                 incumbent: float, max_work: int, devices, memory) -> None:
+                 incumbent: float, max_work: int, devices, memory, max_combinations: int = MAX_COMBINATIONS) -> None:
         self.instance, self.tables, self.types, self.fit, self.pairs = instance, tables, types, fit, pairs
         self.schedule, self.share, self.best, self.plan = schedule, share, incumbent, None
         self.devices, self.memory, self.limit = devices, memory, max_work
+        self.max_combinations = max_combinations
         self.m = instance.microbatches_in_batch
         available = np.arange(tables.time.shape[2])[None, None, :] < tables.options[:, :, None]
         least = np.where(available, tables.params, np.inf).min(axis=2)        # (n, degree indices)
@@ -172,7 +173,7 @@ class _Search:
         ``Σ d ≤ m`` whose bound (:meth:`bounds`) is below it."""
         bound, choices = self.bounds([least for _, least in stages], [nodes for nodes, _ in stages])
         self.stats["combinations"] += bound.size
-        if self.stats["combinations"] > MAX_COMBINATIONS:
+        if self.stats["combinations"] > self.max_combinations:
             raise _Stop
         keep = np.flatnonzero(bound < self.best)
         if len(keep):
