@@ -80,11 +80,12 @@ def _typed_chain(times):
 
 def test_a_last_stage_is_not_pruned_by_the_rest_of_the_graph_as_one_stage():
     # Chain x -> y -> z of times 3, 1, 1 (F = C/3, B = 2C/3), m = 3, 1F1B; d = 1 everywhere (d = 3 needs 3
-    # devices of one type). Stages {x}, {y} on "g", {z} on "o" (or any other two on "g"): x (y = 3 in flight) runs F0 F1 F2 from 0 to 3,
-    # then B0 from 3 (y's B0 ends at 7/3: y F0 1-4/3, z F0 4/3-5/3, z B0 -7/3, y F1 2-7/3, y B0 7/3-3), B1 from
-    # 5 (y's B1 ends at 4), B2 from 7 (y's B2 ends at 5): 9 = m·C_x, the least any plan with x on one device
-    # takes. The rest before {z}, {x, y} as one stage, takes at least 3·4 = 12 > 9, which is no bound on a plan
-    # where {x, y} are two stages: the three-stage plan must still be found below an incumbent of 9.5.
+    # devices of one type). Stages {x}, {y} on "g", {z} on "o" (or any other two on "g"): x (y = 3 in flight)
+    # runs F0 F1 F2 from 0 to 3, then B0 from 3 (y's B0 ends at 7/3: y F0 1-4/3, z F0 4/3-5/3, z B0 -7/3,
+    # y F1 2-7/3, y B0 7/3-3), B1 from 5 (y's B1 ends at 4), B2 from 7 (y's B2 ends at 5): 9 = m·C_x, the least
+    # any plan with x on one device takes. The rest before {z}, {x, y} as one stage, takes at least 3·4 = 12 > 9,
+    # which is no bound on a plan where {x, y} are two stages: the three-stage plan must still be found below an
+    # incumbent of 9.5.
     instance = _typed_chain([3.0, 1.0, 1.0])
     devices = {"g": 2, "o": 1}
     best, _ = brute_force_parallel(instance, devices=devices, schedule="1f1b", objective="time-per-batch", stages=3)
