@@ -141,10 +141,11 @@ def search_time_per_batch(instance: PiperInstance, *, devices: int, memory: floa
     if best_plan is not None and not proven_by_bound():
         none_fits = math.inf    # under 1F1B, the least degree at which no uniform plan fits
         total = _device_total(instance, devices)
+        least = 0.0 if instance.device_types else math.fsum(least_device_times(instance).values())
         for d in candidate_degrees(best_plan, m, total):
             if d >= none_fits or proven_by_bound():
                 break
-            if m * _uniform_floor(instance, d, total) >= best:
+            if m * _uniform_floor(least, d, total) >= best:
                 continue
             uniform = solve_parallel(instance, devices=devices, memory=memory, schedule=schedule, tables=tables,
                                      sets=sets, allowed=[(t, d) for t in tables.degrees], strict_memory=strict_memory)
@@ -218,14 +219,13 @@ def single_stage_shapes(instance: PiperInstance, microbatches: int, devices: int
     return sorted(shapes)
 
 
-def _uniform_floor(instance: PiperInstance, d: int, devices: int) -> float:
-    """A lower bound on ``max_k TPS_k`` of every plan whose stages all have degree ``d`` on an instance without
-    device types (``0`` with them): ``L / (d·⌊devices/d⌋)``, ``L`` the least device time of all nodes (Σ of the
-    least ``t · timePerSample``). Its stages' ``t_k`` sum to at most ``⌊devices/d⌋`` and their compute ``C_k``
-    satisfies ``Σ t_k·C_k ≥ L``, so some stage has ``C_k ≥ L / ⌊devices/d⌋`` and ``TPS_k ≥ C_k / d``."""
-    if instance.device_types:
-        return 0.0
-    return math.fsum(least_device_times(instance).values()) / (d * (devices // d))
+def _uniform_floor(least: float, d: int, devices: int) -> float:
+    """A lower bound on ``max_k TPS_k`` of every plan whose stages all have degree ``d``: ``L / (d·⌊devices/d⌋)``,
+    ``L = least`` the least device time of all nodes (Σ of the least ``t · timePerSample``; give ``0`` on an
+    instance with device types, where it bounds nothing). Its stages' ``t_k`` sum to at most ``⌊devices/d⌋`` and
+    their compute ``C_k`` satisfies ``Σ t_k·C_k ≥ L``, so some stage has ``C_k ≥ L / ⌊devices/d⌋`` and
+    ``TPS_k ≥ C_k / d``."""
+    return least / (d * (devices // d))
 
 
 def least_device_times(instance: PiperInstance) -> dict[int, float]:
