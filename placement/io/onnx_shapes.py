@@ -674,6 +674,14 @@ def _element_types(graph: Any) -> dict[str, int]:
     return types
 
 
+def _declare_like(graph: Any, value: str, like: str, shapes: dict[str, Any], types: dict[str, int], onnx: Any) -> None:
+    """Declare ``value`` in ``graph`` with the static shape and element type of ``like``, and record them in
+    ``shapes`` and ``types`` (the maps of :func:`static_shapes` and :func:`_element_types`), where later values
+    are read."""
+    graph.value_info.append(onnx.helper.make_tensor_value_info(value, types[like], list(shapes[like])))
+    shapes[value], types[value] = shapes[like], types[like]
+
+
 def _loop_carried_shapes(graph: Any, onnx: Any) -> bool:
     """Give each value a ``Loop`` carries (its outputs before the scan outputs) the static shape of its initial
     value where the body declares that same shape for it: it holds that shape after any number of
@@ -693,9 +701,7 @@ def _loop_carried_shapes(graph: Any, onnx: Any) -> bool:
             if not out or out in shapes or initial not in shapes or initial not in types:
                 continue
             if 1 + k < len(body.output) and declared.get(body.output[1 + k].name) == shapes[initial]:
-                graph.value_info.append(onnx.helper.make_tensor_value_info(out, types[initial],
-                                                                           list(shapes[initial])))
-                shapes[out], types[out] = shapes[initial], types[initial]   # a later loop may carry it on
+                _declare_like(graph, out, initial, shapes, types, onnx)   # a later loop may carry it on
                 given = True
     return given
 
@@ -727,8 +733,7 @@ def _input_shaped_outputs(graph: Any, name: str, onnx: Any) -> bool:
                                            f"{list(shapes[y])}")
             continue
         if x in types:
-            graph.value_info.append(onnx.helper.make_tensor_value_info(y, types[x], list(shapes[x])))
-            shapes[y], types[y] = shapes[x], types[x]   # a later node may read it
+            _declare_like(graph, y, x, shapes, types, onnx)   # a later node may read it
             given = True
     return given
 
