@@ -128,6 +128,7 @@ class _Search:
         available = np.arange(tables.time.shape[2])[None, None, :] < tables.options[:, :, None]
         least = np.where(available, tables.params, np.inf).min(axis=2)        # (n, degree indices)
         self.least_params = np.where(np.isfinite(least), least, 0.0)
+        self.least_time = np.where(available, tables.time, np.inf).min(axis=2)   # (n, degree indices)
         self.values: dict[tuple, tuple[float, list[int]]] = {}
         self.stats: dict[str, Any] = {"evaluations": 0, "work": 0, "over_memory": 0, "plans": 0,
                                       "combinations": 0, "stopped": False}
@@ -137,9 +138,7 @@ class _Search:
     def least_sums(self, member: np.ndarray) -> np.ndarray:
         """Per set (rows of ``member``) and degree index, the Σ of its nodes' least time per sample (``inf``
         where one has no TMPC at that degree)."""
-        tables = self.tables
-        available = np.arange(tables.time.shape[2])[None, None, :] < tables.options[:, :, None]
-        least = np.where(available, tables.time, np.inf).min(axis=2)        # (n, degree indices)
+        least = self.least_time
         finite = np.where(np.isfinite(least), least, 0.0)
         missing = member.astype(np.float64) @ (~np.isfinite(least)).astype(np.float64)
         return np.where(missing > 0, np.inf, member.astype(np.float64) @ finite)
