@@ -487,3 +487,35 @@ def test_other_warnings_of_a_solve_are_shown_when_raised_and_filtered_as_their_o
     assert ("after the warning\nwarning: --log names a file that cannot be written: x.log: No space left on device; "
             "the solver's log there is incomplete, and the result is kept\n[") in err
     assert err.count("warning: --log") == 1
+
+
+def _tmpc(time: float, fw: dict, bw: dict) -> dict:
+    return {"id": "vanilla", "timePerSample": time, "parameterSize": 1e6, "memoryUsageA": 1e5, "memoryUsageB": 1e6,
+            "syncTimeFw": fw, "syncTimeBw": bw}
+
+
+#: two nodes in a chain, each run at tensor-parallel degree 1 only
+PIPER_PAIR = {"maxDevices": 2, "maxMemoryPerDevice": 1e9, "bandwidth": 1e9, "mbsInBatch": 4,
+              "nodes": [{"id": 0, "name": "n0", "TMPCs": {"1": [_tmpc(1.0, {}, {"1": 0.0})]}},
+                        {"id": 1, "name": "n1", "TMPCs": {"1": [_tmpc(1.0, {"0": 0.0}, {})]}}],
+              "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 1e3}]}
+
+
+@pytest.mark.parametrize("kind", ["throughput", "latency", "piper"])
+def test_an_instance_name_that_does_not_print_is_escaped_in_every_report(tmp_path, capsys, kind):
+    """An instance is named after its file, whose name may hold a newline or a terminal escape: each report's
+    header wrote it as it was, splitting the line (``instance    a`` then ``b``), where the tables beneath write
+    such characters as escapes. It is written as the tables write it: ``a\\nb\\x1b[2J``."""
+    if kind == "latency":
+        pytest.importorskip("ortools")
+    path = tmp_path / "a\nb\x1b[2J.json"
+    source = CHAIN4 if kind == "throughput" else ROOT / "instances" / "tiny" / "diamond-cpu.json"
+    path.write_text(json.dumps(PIPER_PAIR) if kind == "piper" else Path(source).read_text())
+    plan = tmp_path / "plan.json"
+    extra = ["--objective", "latency"] if kind == "latency" else []
+    commands = [["solve", str(path), *extra, "--out", str(plan)], ["verify", str(path), str(plan)],
+                ["simulate", str(path), str(plan)]] + ([["info", str(path)]] if kind == "throughput" else [])
+    for command in commands:
+        assert main(command) == 0, command
+        out = capsys.readouterr().out
+        assert "a\\nb\\x1b[2J" in out and "a\nb" not in out and "\x1b" not in out, (command, out)

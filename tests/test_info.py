@@ -240,3 +240,12 @@ def test_ideals_are_counted_no_further_than_the_dp_could_hold_them(monkeypatch):
     # one chain of the six: its 7 ideals, the prefixes of its one order, whatever the limit (the DP runs it)
     chain = Instance(nodes, tuple(Edge(i, i + 1) for i in range(5)), problem.device_types)
     assert counted(describe(chain, max_ideals=3)) == (7, None, None)
+
+
+def test_a_device_type_name_that_does_not_print_is_escaped():
+    """A type named ``fa\\nst`` split its ``devices`` and ``work`` lines in two; each is one line, the name escaped
+    as the tables write it."""
+    types = (DeviceType("fa\nst", 1, 10.0, True), DeviceType("cpu", 1, math.inf, False))
+    problem = Instance((Node(1, "a", (1.0, 2.0)),), (), types, name="x")
+    lines = format_info(instance_info(problem)).splitlines()
+    assert [line.split(":")[0] for line in lines if "fa" in line] == ["devices (fa\\nst)", "work (fa\\nst)"]

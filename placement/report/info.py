@@ -15,6 +15,7 @@ from typing import Any
 
 from placement.problem.bounds import class_without_device, throughput_lower_bound, weighted_applies
 from placement.problem.instance import Instance, format_number
+from placement.report.table import printable
 
 
 def instance_info(problem: Instance) -> dict[str, Any]:
@@ -108,5 +109,6 @@ def format_info(info: dict[str, Any]) -> str:
     rows.append(("throughput lower bound",
                  f"{_num(lb)}  {detail}" + (f"  ({info['no_plan'] or 'a colour class fits no device'})"
                                             if math.isinf(lb) else "")))
+    rows = [(printable(key), printable(value)) for key, value in rows]   # a name's newline splits no line
     width = max(len(key) for key, _ in rows)
     return "\n".join(f"{key + ':':<{width + 1}} {value}" for key, value in rows)

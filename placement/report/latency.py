@@ -8,7 +8,7 @@ import re
 from placement.problem.instance import Instance
 from placement.report.text import node_span, topological_places, verdict_lines
 from placement.verification.latency import LatencyEvaluation
-from placement.report.table import format_table
+from placement.report.table import format_table, printable
 
 
 #: runs of more CPU nodes than this in a critical chain are shown by their ends and their count
@@ -65,7 +65,7 @@ def format_latency(problem: Instance, evaluation: LatencyEvaluation, extra: tupl
             lines.append(f"{len(evaluation.cpu_nodes)} nodes on CPU (each runs alone, as soon as its inputs are "
                          f"ready); the last finishes at {_num(last.end)} (node {last.node})")
     lines.append("")
-    title = f"instance {problem.name}: " if problem.name else ""
+    title = f"instance {printable(problem.name)}: " if problem.name else ""
     lines.append(f"{title}latency {evaluation.latency:.10g}" if math.isfinite(evaluation.latency)
                  else f"{title}latency not computed (see the violations)")
     if evaluation.critical:

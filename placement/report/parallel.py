@@ -5,7 +5,7 @@ from __future__ import annotations
 from placement.io.piper import PiperInstance
 from placement.parallel.devices import describe
 from placement.parallel.result import ParallelResult
-from placement.report.table import cell, format_table, percent
+from placement.report.table import cell, format_table, percent, printable
 from placement.wording import counted
 
 
@@ -24,7 +24,7 @@ def node_ranges(ids) -> str:
 def format_parallel_result(instance: PiperInstance, result: ParallelResult) -> str:
     """The answer as text: a header, the stages (nodes, d, t, how many nodes run a TMPC other than their
     first listed — the JSON names them —, time per sample, memory, micro-batches in flight) and the Megatron-style hand-off."""
-    lines = [f"instance {instance.name or '-'}: {counted(len(instance.nodes), 'node')}, "
+    lines = [f"instance {printable(instance.name) or '-'}: {counted(len(instance.nodes), 'node')}, "
              f"{describe(result.devices, result.memory)}, "
              f"{counted(instance.microbatches_in_batch, 'micro-batch')} per batch, "
              f"schedule {result.schedule}",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from placement.report.table import cell, format_table
+from placement.report.table import cell, format_table, printable
 from placement.simulation.parallel import ParallelSimulation
 from placement.wording import counted
 
@@ -12,7 +12,7 @@ def format_parallel_simulation(result: ParallelSimulation, title: str = "") -> s
     held and peak memory per device."""
     lines = []
     if title:
-        lines.append(f"instance        {title}")
+        lines.append(f"instance        {printable(title)}")
     chunks = f", {result.chunks} chunks per rank" if result.chunks > 1 else ""
     lines.append(f"schedule        {result.schedule}{chunks}, {counted(result.microbatches, 'micro-batch')} per batch, "
                  f"forward share {result.forward_share:.6g}, all-reduce {result.allreduce}")

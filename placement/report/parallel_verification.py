@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from placement.io.piper import PiperInstance
 from placement.problem.instance import format_number
 from placement.report.parallel import node_ranges
-from placement.report.table import cell, format_table
+from placement.report.table import cell, format_table, printable
 from placement.report.text import verdict_lines
 from placement.verification.parallel_check import ParallelVerification
 from placement.wording import counted
@@ -39,7 +39,7 @@ def format_parallel_verification(instance: PiperInstance, verified: ParallelVeri
         memory = instance.max_memory_per_device if verified.memory is None else verified.memory
         where += f" of {format_number(memory)} bytes"
     chunks = f", {verified.chunks} chunks per device group" if verified.chunks > 1 else ""
-    lines = [f"instance {instance.name or '-'}: checked on {where}, schedule {verified.schedule}{chunks}, "
+    lines = [f"instance {printable(instance.name) or '-'}: checked on {where}, schedule {verified.schedule}{chunks}, "
              f"{counted(instance.microbatches_in_batch, 'micro-batch')} per batch"]
     report = verified.report
     if report is not None and report.stages:

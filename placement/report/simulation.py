@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from placement.simulation.schedules import SCHEDULES
 from placement.simulation.simulator import SimulationResult
-from placement.report.table import cell, format_table
+from placement.report.table import cell, format_table, printable
 from placement.wording import counted
 
 
@@ -22,7 +22,7 @@ def format_simulation(result: SimulationResult, title: str = "") -> str:
     the task lengths, utilisation, micro-batches in flight and peak memory."""
     lines = []
     if title:
-        lines.append(f"instance        {title}")
+        lines.append(f"instance        {printable(title)}")
     lines.append(f"schedule        {result.schedule} ({SCHEDULES[result.schedule].summary}), "
                  f"{counted(result.microbatches, 'micro-batch')}, communication {result.comm}")
     if result.w_times:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from placement.problem.instance import Instance
-from placement.report.table import percent
+from placement.report.table import percent, printable
 from placement.result import Result, Status, Verification
 from placement.wording import counted
 
@@ -32,7 +32,7 @@ def format_summary(instance: Instance, result: Result) -> str:
     shape = (f", {calls} calls per accelerator" if calls and calls > 1 else "") if result.objective == "latency" \
         else f", contiguity {result.contiguity}"
     lines = [
-        f"instance    {instance.name}",
+        f"instance    {printable(instance.name)}",
         f"method      {method} (objective {result.objective}{shape}{stages})",
         f"status      {result.status}",
     ]

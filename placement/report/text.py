@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from placement.problem.instance import Instance
 from placement.verification.evaluate import Evaluation
-from placement.report.table import cell, format_table
+from placement.report.table import cell, format_table, printable
 from placement.wording import counted
 
 
@@ -40,7 +40,7 @@ def format_evaluation(problem: Instance, evaluation: Evaluation, extra: tuple[st
                     + ((cell(r.forward_load), cell(r.backward_load)) if gpipe else ())
                     + (f"{cell(r.memory)}/{cell(r.memory_bound)}", node_span(problem, r.nodes, places)))
     lines = format_table(rows, left={1, len(header) - 1})   # text columns read better left-aligned
-    title = f"instance {problem.name}: " if problem.name else ""
+    title = f"instance {printable(problem.name)}: " if problem.name else ""
     lines.append("")
     violations = tuple(evaluation.violations) + tuple(extra)
     # an invalid plan's loads are those of what it places: no value of the plan
