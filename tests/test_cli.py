@@ -416,6 +416,20 @@ def test_a_text_report_lists_twenty_violations_and_counts_the_rest():
     assert lines[20:] == ["  node 19 is not placed", "  ... and 3 more (the JSON report lists them all)"]
 
 
+def test_a_violation_naming_a_type_that_does_not_print_stays_one_line(tmp_path, capsys):
+    """A device type named ``fa\\nst`` used twice where one exists: its violation was written in two lines
+    (``device type fa`` and ``st: 2 devices used, ...``); it is one, the name escaped as the tables write it."""
+    document = json.loads((TINY / "three-types.json").read_text())
+    document["deviceTypes"][0]["name"] = "fa\nst"
+    for node in document["nodes"]:
+        node["times"]["fa\nst"] = node["times"].pop("fast")
+    instance, plan = tmp_path / "types.json", tmp_path / "plan.json"
+    instance.write_text(json.dumps(document))
+    plan.write_text(json.dumps({"devices": [{"type": "fa\nst", "nodes": [1, 2]}, {"type": "fa\nst", "nodes": [3, 4]}]}))
+    assert main(["verify", str(instance), str(plan)]) == 1
+    assert "  device type fa\\nst: 2 devices used, but only 1 exists\n" in capsys.readouterr().out
+
+
 def test_a_log_the_dp_leaves_empty_is_explained(tmp_path, capsys):
     """--log is the MILP solver's; when the automatic method's DP solves the instance, it says so."""
     log = tmp_path / "solver.log"

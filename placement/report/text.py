@@ -61,12 +61,12 @@ VIOLATIONS_SHOWN = 20
 
 def verdict_lines(violations: tuple[str, ...]) -> list[str]:
     """``valid: no violations``, or ``INVALID: N violations`` and one indented line each, up to
-    :data:`VIOLATIONS_SHOWN` of them."""
+    :data:`VIOLATIONS_SHOWN` of them (a name's newline in one written as an escape, as the tables write it)."""
     if not violations:
         return ["valid: no violations"]
     count = len(violations)
     lines = [f"INVALID: {count} violation{'' if count == 1 else 's'}"]
-    lines += [f"  {v}" for v in violations[:VIOLATIONS_SHOWN]]
+    lines += [f"  {printable(v)}" for v in violations[:VIOLATIONS_SHOWN]]
     if count > VIOLATIONS_SHOWN:
         lines.append(f"  ... and {count - VIOLATIONS_SHOWN} more (the JSON report lists them all)")
     return lines
