@@ -359,8 +359,14 @@ def test_refusals(kwargs, message):
                                      "not 1 (the instance's maxDevices)"),
 ])
 def test_refusals_of_values_not_given_say_where_they_came_from(instance, message):
+    import placement
+
     with pytest.raises(InvalidParameterError) as caught:
         solve_interleaved(instance)
+    assert str(caught.value) == message
+    # placement.solve said "chunks 2 needs ..." of the chunks it was not given: it passed on their default as given
+    with pytest.raises(InvalidParameterError) as caught:
+        placement.solve(instance, schedule="interleaved")
     assert str(caught.value) == message
 
 

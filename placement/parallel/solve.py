@@ -109,7 +109,7 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     if not isinstance(instance, PiperInstance):
         raise InvalidParameterError("instance", f"must be a PiperInstance (placement.load reads a Piper file into "
                                                 f"one), not {type(instance).__name__}")
-    devices = device_counts(instance, devices)
+    given_devices, devices = devices, device_counts(instance, devices)
     memory = number("memory", memory, optional=True)
     check_memory(instance, memory)
     check_schedule(schedule)
@@ -122,13 +122,14 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     callback("progress", progress)
     if not instance.device_types:   # with types, each type gives its memory
         memory = instance.max_memory_per_device if memory is None else memory
-    chunks = check_chunks(schedule, chunks)
+    check_chunks(schedule, chunks)
     if schedule == INTERLEAVED:
         for name, value in (("max_sets", max_sets), ("forward_share", forward_share)):
             if value is not None:   # given, whatever its value
                 raise interleaved_refusal(name)
-        return solve_interleaved(instance, devices=devices, memory=memory, chunks=chunks, time_limit=time_limit,
-                                 progress=progress)
+        # devices and chunks as given: a refusal of a value left out says where it came from
+        return solve_interleaved(instance, devices=given_devices, memory=memory, chunks=chunks,
+                                 time_limit=time_limit, progress=progress)
     if time_limit is not None and objective == "time-per-batch":
         raise InvalidParameterError("time_limit", "does not apply to objective='time-per-batch' (its search runs "
                                                   "to the end)")
