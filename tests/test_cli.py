@@ -430,6 +430,22 @@ def test_a_violation_naming_a_type_that_does_not_print_stays_one_line(tmp_path, 
     assert "  device type fa\\nst: 2 devices used, but only 1 exists\n" in capsys.readouterr().out
 
 
+def test_a_note_naming_a_type_that_does_not_print_stays_one_line(tmp_path, capsys):
+    """Four nodes of 40 bytes in one colour class, over types of 100 bytes, ``fa\\nst`` among them: the solve's
+    note naming the type's memory was split over two lines of the summary; it is one, the name escaped."""
+    document = json.loads((TINY / "three-types.json").read_text())
+    document["deviceTypes"][0]["name"] = "fa\nst"
+    for node in document["nodes"]:
+        node["times"]["fa\nst"] = node["times"].pop("fast")
+        node["colorClass"], node["size"] = 1, 40
+    document["nodes"][1]["times"]["cpu"] = None
+    instance = tmp_path / "types.json"
+    instance.write_text(json.dumps(document))
+    assert main(["solve", str(instance), "--method", "dp", "--quiet"]) == 1
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note")]
+    assert len(notes) == 1 and "together they need 160 bytes, fa\\nst memory is 100;" in notes[0]
+
+
 def test_a_log_the_dp_leaves_empty_is_explained(tmp_path, capsys):
     """--log is the MILP solver's; when the automatic method's DP solves the instance, it says so."""
     log = tmp_path / "solver.log"

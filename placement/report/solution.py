@@ -43,7 +43,7 @@ def format_summary(instance: Instance, result: Result) -> str:
     elif result.status is Status.NO_SOLUTION and result.bound:
         lines.append(f"bound       {figure(result.bound)}")
     if result.message:
-        lines.append(f"note        {result.message}")
+        lines.append(f"note        {printable(result.message)}")   # a name's newline splits no line
     counts = ", ".join(counted(result.stats[k], one, many) for k, one, many in _STAT_LABELS
                        if isinstance(result.stats.get(k), int))
     lines.append(f"runtime     {result.runtime_s:.3f} s" + (f"  ({counts})" if counts else ""))
