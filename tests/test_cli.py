@@ -416,13 +416,19 @@ def test_a_text_report_lists_twenty_violations_and_counts_the_rest():
     assert lines[20:] == ["  node 19 is not placed", "  ... and 3 more (the JSON report lists them all)"]
 
 
-def test_a_violation_naming_a_type_that_does_not_print_stays_one_line(tmp_path, capsys):
-    """A device type named ``fa\\nst`` used twice where one exists: its violation was written in two lines
-    (``device type fa`` and ``st: 2 devices used, ...``); it is one, the name escaped as the tables write it."""
+def three_types_with_a_newline() -> dict:
+    """instances/tiny/three-types.json with its type ``fast`` named ``fa\\nst``."""
     document = json.loads((TINY / "three-types.json").read_text())
     document["deviceTypes"][0]["name"] = "fa\nst"
     for node in document["nodes"]:
         node["times"]["fa\nst"] = node["times"].pop("fast")
+    return document
+
+
+def test_a_violation_naming_a_type_that_does_not_print_stays_one_line(tmp_path, capsys):
+    """A device type named ``fa\\nst`` used twice where one exists: its violation was written in two lines
+    (``device type fa`` and ``st: 2 devices used, ...``); it is one, the name escaped as the tables write it."""
+    document = three_types_with_a_newline()
     instance, plan = tmp_path / "types.json", tmp_path / "plan.json"
     instance.write_text(json.dumps(document))
     plan.write_text(json.dumps({"devices": [{"type": "fa\nst", "nodes": [1, 2]}, {"type": "fa\nst", "nodes": [3, 4]}]}))
@@ -433,10 +439,8 @@ def test_a_violation_naming_a_type_that_does_not_print_stays_one_line(tmp_path, 
 def test_a_note_naming_a_type_that_does_not_print_stays_one_line(tmp_path, capsys):
     """Four nodes of 40 bytes in one colour class, over types of 100 bytes, ``fa\\nst`` among them: the solve's
     note naming the type's memory was split over two lines of the summary; it is one, the name escaped."""
-    document = json.loads((TINY / "three-types.json").read_text())
-    document["deviceTypes"][0]["name"] = "fa\nst"
+    document = three_types_with_a_newline()
     for node in document["nodes"]:
-        node["times"]["fa\nst"] = node["times"].pop("fast")
         node["colorClass"], node["size"] = 1, 40
     document["nodes"][1]["times"]["cpu"] = None
     instance = tmp_path / "types.json"
