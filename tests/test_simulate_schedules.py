@@ -300,6 +300,36 @@ def test_a_memory_bound_on_an_early_stage_lowers_the_later_warm_ups_too():
     assert placement.simulate(instance, plan, schedule="zb-h2", microbatches=6).stages[0].peak_in_flight == 1
 
 
+def _decimal_memory_pair(unit: float, bound: float) -> tuple[placement.Instance, Plan]:
+    """Two accelerators of memory ``bound``, f0 → f1 → b1 → b0 (times 1, no transfer cost): stage 0 holds
+    node memory ``unit`` and ``unit`` bytes of activations per micro-batch (f0's output)."""
+    nodes = (Node(0, "f0", (1.0,), memory=unit, colour=0), Node(1, "f1", (1.0,), colour=1),
+             Node(2, "b1", (1.0,), backward=True, colour=1), Node(3, "b0", (1.0,), backward=True, colour=0))
+    edges = (Edge(0, 1, size=unit), Edge(1, 2, size=0.0), Edge(2, 3, size=0.0), Edge(0, 3, size=unit))
+    instance = placement.Instance(nodes, edges, (placement.DeviceType("accelerator", 2, memory=bound),))
+    plan = Plan((DeviceAssignment("accelerator", (0, 3)), DeviceAssignment("accelerator", (1, 2))))
+    return instance, plan
+
+
+@pytest.mark.parametrize("schedule", ["zb-h1", "zb-h2"])
+def test_a_memory_bound_holds_what_fits_it_as_written(schedule):
+    """Node memory 0.1 and 0.1 bytes of activations per micro-batch under a bound of 0.3 hold two
+    micro-batches (0.1 + 2 · 0.1 = 0.3, the memory rule read on the numbers as written), as node memory 1,
+    activations 1 and bound 3 do: 4 micro-batches in 9. In floating point (0.3 − 0.1) / 0.1 is
+    1.9999999999999998, and the stage was let hold one: 14."""
+    runs = [placement.simulate(*_decimal_memory_pair(unit, bound), schedule=schedule, microbatches=4, w_fraction=0.5)
+            for unit, bound in ((1.0, 3.0), (0.1, 0.3))]
+    assert [(run.iteration_time, run.stages[0].peak_in_flight) for run in runs] == [(9.0, 2), (9.0, 2)]
+
+
+def test_a_peak_that_meets_the_bound_as_written_is_not_noted_as_over_it():
+    """1F1B holds two micro-batches on stage 0 of the pair above: 0.1 + 2 · 0.1 meets the bound 0.3, though
+    its floating-point sum is 0.30000000000000004; the run noted "peak memory 0.3 exceeds its bound 0.3"."""
+    run = placement.simulate(*_decimal_memory_pair(0.1, 0.3), schedule="1f1b-flush", microbatches=4)
+    assert run.stages[0].peak_in_flight == 2
+    assert not any("exceeds" in note for note in run.notes)
+
+
 def test_a_w_task_of_no_time_releases_its_micro_batch_before_the_next_forward():
     """training-pair (f1 2 | b1 4 on stage 0, f2 3 | b2 6 on stage 1; activations of 10, parameters of 1)
     under zb-h1 with the W share 0: stage 1's W(0) took no time and ended at 26.0, where F(2) starts,

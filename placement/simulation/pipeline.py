@@ -54,6 +54,7 @@ from typing import Sequence
 from placement.errors import InvalidParameterError, PlacementError
 from placement.problem.instance import Instance, find_cycle
 from placement.plan import DeviceAssignment, Plan
+from placement.problem.memory_fit import fits_counted
 from placement.verification.evaluate import Evaluation, evaluate, pipeline_order
 from placement.verification.latency import call_violations
 
@@ -85,10 +86,33 @@ class Stage:
     memory_bound: float
     activation_bytes: float | None
     weight: float | None = None  # Σ weight-gradient times of its backward nodes, where it has some and each gives one
+    static_sizes: tuple[float, ...] = ()       # the node memories static_memory sums (empty: static_memory alone)
+    activation_sizes: tuple[float, ...] = ()   # the tensors activation_bytes sums (empty: activation_bytes alone)
 
     def task_time(self, kind: str) -> float:
         """Receive + compute + send of task ``kind``: its length when communication is inside the call."""
         return self.receive[kind] + self.compute[kind] + self.send[kind]
+
+    def holds(self, microbatches: int) -> bool:
+        """Whether node memory and the activations of ``microbatches`` micro-batches fit the memory bound, by
+        the model's rule on the sizes as written (:func:`placement.problem.memory_fit.fits_counted`: node
+        memory 0.1 and two micro-batches of 0.1 fit a bound of 0.3, whose floating-point sum exceeds)."""
+        static = self.static_sizes or (self.static_memory,)
+        activation = self.activation_sizes or (self.activation_bytes or 0.0,)
+        return fits_counted([(size, 1) for size in static] + [(size, microbatches) for size in activation],
+                            self.memory_bound)
+
+    def most_held(self) -> int | None:
+        """The most micro-batches whose activations fit beside the node memory (:meth:`holds`); ``None``
+        where nothing limits them (no activation bytes, no memory bound)."""
+        if not self.activation_bytes or not math.isfinite(self.memory_bound):
+            return None
+        count = max(int((self.memory_bound - self.static_memory) // self.activation_bytes), 0)
+        while self.holds(count + 1):   # the rounded quotient is off by one at most, either way
+            count += 1
+        while count > 0 and not self.holds(count):
+            count -= 1
+        return count
 
     @property
     def comm(self) -> float:
@@ -177,6 +201,7 @@ def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
         receive = {FORWARD: 0.0, BACKWARD: 0.0}
         send = {FORWARD: 0.0, BACKWARD: 0.0}
         activation: float | None = 0.0
+        activation_sizes: list[float] = []
         weight: float | None = 0.0
         received: dict[int, str] = {}     # u ∈ In(S) -> the task that receives it
         for v in sorted(report.nodes, key=problem.index_of):
@@ -188,6 +213,8 @@ def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
             if not node.backward and consumers[v]:
                 size = out_size[v]
                 activation = None if activation is None or size is None else activation + size
+                if size is not None:
+                    activation_sizes.append(size)
             if any(w not in members for w in consumers[v]) and dtype.pays_comm:
                 send[kind_of(v)] += node.out_cost
         # the nodes of other stages that this one reads, in instance order (from its members' producers:
@@ -211,6 +238,8 @@ def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
                             nodes=report.nodes, compute=compute, receive=receive, send=send, load=report.load,
                             static_memory=report.memory, memory_bound=report.memory_bound,
                             activation_bytes=activation,
+                            static_sizes=tuple(problem.node(v).memory for v in report.nodes),
+                            activation_sizes=tuple(activation_sizes),
                             # a stage without backward nodes is given no weight-gradient time
                             weight=weight if any(problem.node(v).backward for v in report.nodes) else None))
 

@@ -289,8 +289,8 @@ def stage_caps(pipeline: Pipeline, schedule: Schedule) -> list[int | None]:
     for s, st in enumerate(pipeline.stages):
         fits = None
         if schedule.zero_bubble is not None and st.activation_bytes and math.isfinite(st.memory_bound):
-            fits = int((st.memory_bound - st.static_memory) // st.activation_bytes)
-            if fits < 1:
+            fits = st.most_held()
+            if fits is not None and fits < 1:
                 raise InvalidParameterError(
                     "schedule", f"{schedule.name!r} cannot run this plan: {st.label} holds node memory "
                                 f"{st.static_memory:.6g} and {st.activation_bytes:.6g} bytes of activations per "

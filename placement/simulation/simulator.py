@@ -562,7 +562,9 @@ def _result(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: float
             peak_in_flight=in_flight, static_memory=st.static_memory, activation_bytes=st.activation_bytes,
             peak_memory=peak_memory, memory_bound=st.memory_bound, peak_w_inputs=w_inputs,
             w_inputs_per_microbatch=w_one))
-        if peak_memory is not None and peak_memory > st.memory_bound:
+        over = (peak_memory is not None and peak_memory > st.memory_bound) if held is not None else \
+            (peak_memory is not None and not st.holds(in_flight))
+        if over:
             notes.append(f"{st.label}: peak memory {peak_memory:.6g} exceeds its bound {st.memory_bound:.6g}")
     if any(st.activation_bytes is None for st in pipeline.stages):
         notes.append("some tensor sizes are missing from the instance: activation memory is unknown there")

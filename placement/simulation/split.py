@@ -157,6 +157,7 @@ def build_split_pipeline(problem: Instance, plan: Plan, model: SplitModel) -> Pi
     receive = [{k: 0.0 for k in KIND_ORDER} for _ in range(n)]
     send = [{k: 0.0 for k in KIND_ORDER} for _ in range(n)]
     static = [0.0] * n
+    static_sizes: list[list[float]] = [[] for _ in range(n)]
     for v in layer:
         node = problem.node(v)
         i = index(v)
@@ -166,9 +167,11 @@ def build_split_pipeline(problem: Instance, plan: Plan, model: SplitModel) -> Pi
             compute[s_w][WEIGHT] += _time(w_times[i][types[s_w]], v, s_w)
             if s_b != layer[v]:
                 static[s_b] += node.memory
+                static_sizes[s_b].append(node.memory)
         else:
             compute[layer[v]][FORWARD] += _time(node.times[types[layer[v]]], v, layer[v])
         static[layer[v]] += node.memory
+        static_sizes[layer[v]].append(node.memory)
 
     inputs: dict[tuple[int, str], set[tuple[int, str]]] = {(s, k): set() for s in range(n) for k in KIND_ORDER}
     pays = [problem.device_types[t].pays_comm for t in types]
@@ -204,15 +207,18 @@ def build_split_pipeline(problem: Instance, plan: Plan, model: SplitModel) -> Pi
     for s, dev in enumerate(devices):
         dtype = problem.device_types[types[s]]
         activation = 0.0
+        activation_sizes = []
         for v in dev.nodes:
             if not problem.node(v).backward and readers[v]:
                 activation += size[v]
+                activation_sizes.append(size[v])
                 counted.add(v)
         load = sum(compute[s].values()) + sum(receive[s].values()) + sum(send[s].values())
         stages.append(Stage(index=s, position=list(stage_of_device)[s], type=dev.type, pays_comm=dtype.pays_comm,
                             nodes=tuple(dev.nodes), compute=compute[s], receive=receive[s], send=send[s],
                             load=load, static_memory=static[s], memory_bound=dtype.memory,
-                            activation_bytes=activation))
+                            activation_bytes=activation, static_sizes=tuple(static_sizes[s]),
+                            activation_sizes=tuple(activation_sizes)))
     # on a stage, B waits for F and W for B
     for s in range(n):
         inputs[(s, BACKWARD)].add((s, FORWARD))
