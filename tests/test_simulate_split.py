@@ -631,3 +631,24 @@ def test_a_split_plan_without_a_record_that_fits_no_variant_is_refused_for_what_
         placement.simulate(problem, plan, microbatches=4)
     assert str(raised.value) == ("plan is not valid for this instance: device 0 (accelerator): memory 120 exceeds the "
                                  "bound 100 (and 1 more; verifying the plan lists them all)")
+
+
+@pytest.mark.parametrize("schedule, held, noted", [("1f1b-async", 2, None), ("gpipe", 8, "0.9")])
+def test_a_split_plans_peak_is_noted_over_its_bound_by_the_memory_rule_as_written(schedule, held, noted):
+    """f0 -> f1 -> b1 -> b0 (times 3), f0 holding 0.1 bytes and sending 0.1 bytes of activations, every task at
+    home, devices of 0.3 bytes: device 0 holds two micro-batches under 1F1B, 0.1 + 2 · 0.1, which meets the
+    bound as written (``verify`` finds the plan valid; the floating-point sum, 0.30000000000000004, was noted
+    as "peak memory 0.3 exceeds its bound 0.3"); GPipe holds all 8, 0.9, which exceeds it."""
+    import placement
+
+    nodes = (Node(0, "f0", (3.0,), memory=0.1, colour=0), Node(1, "f1", (3.0,), colour=1),
+             Node(2, "b1", (3.0,), backward=True, colour=1), Node(3, "b0", (3.0,), backward=True, colour=0))
+    edges = (Edge(0, 1, size=0.1), Edge(1, 2, size=0.0), Edge(2, 3, size=0.0), Edge(0, 3, size=0.1))
+    problem = placement.Instance(nodes, edges, (placement.DeviceType("accelerator", 2, memory=0.3),))
+    plan = Plan((DeviceAssignment("accelerator", (0, 3), b_tasks=(3,), w_tasks=(3,)),
+                 DeviceAssignment("accelerator", (1, 2), b_tasks=(2,), w_tasks=(2,))))
+    assert placement.verify(problem, plan).valid
+    ran = placement.simulate(problem, plan, schedule=schedule, microbatches=8)
+    assert ran.split_plan and ran.stages[0].peak_in_flight == held
+    assert [note for note in ran.notes if "exceeds" in note] == (
+        [f"stage 0 (device 0, accelerator): peak memory {noted} exceeds its bound 0.3"] if noted else [])

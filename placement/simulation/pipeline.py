@@ -93,14 +93,15 @@ class Stage:
         """Receive + compute + send of task ``kind``: its length when communication is inside the call."""
         return self.receive[kind] + self.compute[kind] + self.send[kind]
 
-    def holds(self, microbatches: int) -> bool:
-        """Whether node memory and the activations of ``microbatches`` micro-batches fit the memory bound, by
-        the model's rule on the sizes as written (:func:`placement.problem.memory_fit.fits_counted`: node
-        memory 0.1 and two micro-batches of 0.1 fit a bound of 0.3, whose floating-point sum exceeds)."""
+    def holds(self, microbatches: int, buffers: Sequence[float] = ()) -> bool:
+        """Whether node memory and the activations of ``microbatches`` micro-batches (each with ``buffers``
+        besides, a split plan's W inputs) fit the memory bound, by the model's rule on the sizes as written
+        (:func:`placement.problem.memory_fit.fits_counted`: node memory 0.1 and two micro-batches of 0.1 fit a
+        bound of 0.3, whose floating-point sum exceeds)."""
         static = self.static_sizes or (self.static_memory,)
         activation = self.activation_sizes or (self.activation_bytes or 0.0,)
-        return fits_counted([(size, 1) for size in static] + [(size, microbatches) for size in activation],
-                            self.memory_bound)
+        held = [(size, microbatches) for size in (*activation, *buffers)]
+        return fits_counted([(size, 1) for size in static] + held, self.memory_bound)
 
     def most_held(self) -> int | None:
         """The most micro-batches whose activations fit beside the node memory (:meth:`holds`); ``None``

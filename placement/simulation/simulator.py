@@ -562,9 +562,8 @@ def _result(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: float
             peak_in_flight=in_flight, static_memory=st.static_memory, activation_bytes=st.activation_bytes,
             peak_memory=peak_memory, memory_bound=st.memory_bound, peak_w_inputs=w_inputs,
             w_inputs_per_microbatch=w_one))
-        over = (peak_memory is not None and peak_memory > st.memory_bound) if held is not None else \
-            (peak_memory is not None and not st.holds(in_flight))
-        if over:
+        buffers = w_input_sizes(pipeline, s) if held is not None else ()
+        if peak_memory is not None and not st.holds(in_flight, buffers):
             notes.append(f"{st.label}: peak memory {peak_memory:.6g} exceeds its bound {st.memory_bound:.6g}")
     if any(st.activation_bytes is None for st in pipeline.stages):
         notes.append("some tensor sizes are missing from the instance: activation memory is unknown there")
@@ -663,16 +662,26 @@ def split_memory(pipeline: Pipeline, peaks: list[int]) -> list[tuple[float, floa
     """
     out = []
     for s, st in enumerate(pipeline.stages):
-        seen: set[int] = set()
         kept = 0.0
-        for w in pipeline.w_inputs[s]:
-            if w.node in seen or (w.stage == s and w.kind == FORWARD):
-                continue
-            seen.add(w.node)
-            kept += w.size
+        for size in w_input_sizes(pipeline, s):
+            kept += size
         footprint = (st.activation_bytes or 0.0) + kept
         out.append((peaks[s] * footprint, peaks[s] * kept, kept))
     return out
+
+
+def w_input_sizes(pipeline: Pipeline, s: int) -> list[float]:
+    """The bytes of the buffers stage ``s`` of a split plan keeps per micro-batch for its W inputs
+    (:func:`split_memory`): one per tensor its W call reads for a part whose layer is elsewhere, less its own
+    forward outputs."""
+    seen: set[int] = set()
+    sizes = []
+    for w in pipeline.w_inputs[s]:
+        if w.node in seen or (w.stage == s and w.kind == FORWARD):
+            continue
+        seen.add(w.node)
+        sizes.append(w.size)
+    return sizes
 
 
 def in_flight_profile(held_from: np.ndarray, held_to: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
