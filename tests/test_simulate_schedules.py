@@ -322,6 +322,19 @@ def test_a_memory_bound_holds_what_fits_it_as_written(schedule):
     assert [(run.iteration_time, run.stages[0].peak_in_flight) for run in runs] == [(9.0, 2), (9.0, 2)]
 
 
+def test_a_bound_met_as_written_by_one_micro_batch_is_not_refused():
+    """Node memory 0.5 and 0.2 bytes of activations under a bound of 0.7: one micro-batch fits (0.5 + 0.2 = 0.7 as
+    written), so zb-h1 runs it one micro-batch at a time; (0.7 − 0.5) // 0.2 in floating point is 0, and the
+    run was refused as holding none."""
+    nodes = (Node(0, "f0", (1.0,), memory=0.5, colour=0), Node(1, "f1", (1.0,), colour=1),
+             Node(2, "b1", (1.0,), backward=True, colour=1), Node(3, "b0", (1.0,), backward=True, colour=0))
+    edges = (Edge(0, 1, size=0.2), Edge(1, 2, size=0.0), Edge(2, 3, size=0.0), Edge(0, 3, size=0.2))
+    instance = placement.Instance(nodes, edges, (placement.DeviceType("accelerator", 2, memory=0.7),))
+    plan = Plan((DeviceAssignment("accelerator", (0, 3)), DeviceAssignment("accelerator", (1, 2))))
+    run = placement.simulate(instance, plan, schedule="zb-h1", microbatches=3, w_fraction=0.5)
+    assert [s.peak_in_flight for s in run.stages] == [1, 1]
+
+
 def test_a_peak_that_meets_the_bound_as_written_is_not_noted_as_over_it():
     """1F1B holds two micro-batches on stage 0 of the pair above: 0.1 + 2 · 0.1 meets the bound 0.3, though
     its floating-point sum is 0.30000000000000004; the run noted "peak memory 0.3 exceeds its bound 0.3"."""
