@@ -341,6 +341,28 @@ def test_an_operator_newer_than_the_model_s_opset_is_named():
         "LayerNorm_0", "r"]
 
 
+def test_an_operator_onnx_infers_no_shape_for_at_the_model_s_opset_is_named():
+    """Before opset 6, onnx defines BatchNormalization (and Relu, Add, Concat, ...) without a shape inference: a
+    valid opset-4 model (onnx.checker accepts it) was refused as though its shapes followed from values the graph
+    computes. The message names the operator's version and the opset from which onnx infers its shapes."""
+    stats = [numpy_helper.from_array(np.ones(4, dtype=np.float32), n) for n in ("s", "b", "m", "v")]
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"], name="bn",
+                              consumed_inputs=[0, 0, 0, 1, 1], is_test=1)]
+    old = model(nodes, [("x", [2, 3, 8, 8])], [("y", None)], [weight("W", (4, 3, 3, 3)), *stats], opset=4)
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(old, "bn")
+    assert str(err.value) == (
+        "bn: cannot cost node 'bn' (BatchNormalization): the shape of its output 'y' is not static after shape "
+        "inference (onnx defines BatchNormalization-1, the version of opset 4, which the model imports, without a "
+        "shape inference, so it infers no shape for its outputs; export the model at opset 6 or later, or declare "
+        "them in the model's value_info)")
+    declared = model(nodes, [("x", [2, 3, 8, 8])], [("y", [2, 4, 8, 8])], [weight("W", (4, 3, 3, 3)), *stats],
+                     opset=4)
+    onnx.checker.check_model(declared)
+    assert [op.name for op in graph_from_onnx(declared, "bn").ops] == ["conv", "bn"]
+
+
 def test_a_producer_name_that_is_not_text_is_not_read(tmp_path):
     """The model's producer name is no name the importer reads; where it is not UTF-8, the copy made for shape
     inference of a model with a large weight (64 x 64, more than SMALL elements) failed with protobuf's

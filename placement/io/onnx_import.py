@@ -1103,6 +1103,19 @@ def _default_domain(nodes: Any) -> None:
             _default_domain(graph.node)
 
 
+def _uninferred_version(onnx: Any, op_type: str, opset: int) -> tuple[int, int | None] | None:
+    """Where onnx defines operator ``op_type`` of the default domain at ``opset`` without a shape inference (before
+    opset 6, ``Relu``, ``Add``, ``Concat``, ``BatchNormalization`` and others): the version it reads there, and the
+    first opset whose version has one (``None``: none has); ``None`` where that version has one."""
+    schema = onnx.defs.get_schema(op_type, opset, "")
+    if schema.has_type_and_shape_inference_function:
+        return None
+    later = (s.since_version for s in onnx.defs.get_all_schemas_with_history()
+             if s.name == op_type and s.domain == "" and s.since_version > schema.since_version
+             and s.has_type_and_shape_inference_function)
+    return schema.since_version, min(later, default=None)
+
+
 def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                     dims: dict[str, int] | None = None, folder: str | Path | None = None) -> OpGraph:
     """The :class:`OpGraph` of an ONNX model (module docstring); warns about unknown operators. ``folder``:
@@ -1165,6 +1178,14 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                 return (f"onnx defines operator {producer.op_type} from opset {since} on, and the model imports "
                         f"opset {opset}, so it infers no shape for its outputs; export the model at opset {since} "
                         "or later, or declare them in the model's value_info")
+            if opset is not None and since is not None:
+                uninferred = _uninferred_version(onnx, producer.op_type, opset)
+                if uninferred is not None:
+                    version, later = uninferred
+                    export = f"export the model at opset {later} or later, or " if later is not None else ""
+                    return (f"onnx defines {producer.op_type}-{version}, the version of opset {opset}, which the "
+                            f"model imports, without a shape inference, so it infers no shape for its outputs; "
+                            f"{export}declare them in the model's value_info")
         named = [tensor_name] if tensor_name in shapeless else [] if symbolic else shapeless
         if named:
             return (f"the model's input{'s' if len(named) > 1 else ''} {', '.join(map(repr, named))} "
