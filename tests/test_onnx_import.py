@@ -142,6 +142,31 @@ def test_bad_dimensions_are_named(dims, message):
     assert str(err.value) == message
 
 
+def test_dimensions_not_given_as_a_mapping_are_named():
+    # a list of pairs failed with AttributeError: 'list' object has no attribute 'items'
+    with pytest.raises(InvalidParameterError) as err:
+        graph_from_onnx(mlp_model(batch="batch"), "mlp", dims=[("batch", 2)])
+    assert str(err.value) == ("dims must be a mapping of symbolic input dimension names to sizes, or None, not "
+                              "[('batch', 2)]")
+
+
+@pytest.mark.parametrize("options, message", [
+    # a training flag of another type was read by its truth: "no" imported a training graph, its about.training "no"
+    ({"training": "no"}, "training must be True or False, not 'no'"),
+    ({"operators": 1.5}, "operators must be True or False, not 1.5"),
+    # these failed deep inside with AttributeError and TypeError
+    ({"platform": None}, "platform must be a Platform (placement.costmodel.roofline.make_platform), not NoneType"),
+    ({"path": None}, "path must be the path of an ONNX file (a str or os.PathLike), not NoneType"),
+    ({"path": b"m.onnx"}, "path must be the path of an ONNX file (a str or os.PathLike), not bytes"),
+])
+def test_bad_import_options_are_named(tmp_path, options, message):
+    onnx.save(mlp_model(), str(tmp_path / "m.onnx"))
+    given = {"path": tmp_path / "m.onnx", "platform": make_platform(), **options}
+    with pytest.raises(InvalidParameterError) as err:
+        import_onnx(given.pop("path"), **given)
+    assert str(err.value) == message
+
+
 def test_an_unnamed_unknown_dimension_is_fixed_by_its_input_and_position():
     relu = helper.make_node("Relu", ["X"], ["Y"], name="relu")
     model = _graph([relu], [("X", [None, 4])], ["Y"])

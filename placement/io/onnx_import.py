@@ -135,6 +135,7 @@ from __future__ import annotations
 import ast
 import functools
 import math
+import os
 import warnings
 from collections import Counter
 from decimal import Decimal
@@ -155,8 +156,9 @@ from placement.io.onnx_shapes import RECURRENT_GATES, SMALL, shaped_model, stati
 from placement.io.onnx_tied import constant_valued, transposed_copies, zero_valued
 from placement.io.op_grouping import check_grouping, group_ops
 from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
-                                  typed_integer_operators)
+                                  check_options, typed_integer_operators)
 from placement.jsonfile import file_stem
+from placement.parameters import shown
 from placement.problem.union_find import UnionFind
 
 KINDS: dict[str, str] = {}
@@ -1122,6 +1124,9 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     where the model's external data lies, read only to find tied weights (``None``: not read)."""
     onnx = require_onnx()
     check_dtype(dtype)
+    if dims is not None and not isinstance(dims, Mapping):
+        raise InvalidParameterError("dims", "must be a mapping of symbolic input dimension names to sizes, or None, "
+                                            f"not {shown(dims)}")
     model = onnx.ModelProto.FromString(model.SerializeToString())  # a copy: dims are fixed in place
     check_text(model.graph, name)
     check_default_opset(model, name, onnx)
@@ -1380,6 +1385,10 @@ def import_onnx(path: str | Path, *, platform: Platform, training: bool = False,
                 dims: dict[str, int] | None = None, operators: bool = False) -> ImportedModel:
     """An ONNX file as a placement instance: read, infer shapes, group, cost on ``platform``, validate
     (``operators``: record every node's operator shapes, :mod:`placement.io.operator_shapes`)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidParameterError("path", "must be the path of an ONNX file (a str or os.PathLike), not "
+                                            f"{type(path).__name__}")
+    training, operators = check_options(platform, training, operators)
     check_grouping(granularity, module_depth)
     model = read_onnx(path)
     graph = graph_from_onnx(model, file_stem(path), dtype, dims, Path(path).parent)

@@ -885,6 +885,19 @@ class ImportedModel:
     source: Any = None
 
 
+def check_options(platform: Any, training: Any, operators: Any) -> tuple[bool, bool]:
+    """``training`` and ``operators`` as bools where ``platform`` is a :class:`Platform` and both are flags; an
+    :class:`~placement.errors.InvalidParameterError` naming the parameter otherwise (read by its truth, a
+    ``training`` of ``"no"`` would make a training graph)."""
+    from placement.errors import InvalidParameterError
+    from placement.parameters import flag
+
+    if not isinstance(platform, Platform):
+        raise InvalidParameterError("platform", "must be a Platform (placement.costmodel.roofline.make_platform), "
+                                                f"not {type(platform).__name__}")
+    return flag("training", training), flag("operators", operators)
+
+
 def build(pg: PlacementGraph, platform: Platform, training: bool = False, name: str | None = None,
           source: Any = None, operators: bool = False, parameter_names: Mapping[str, str] | None = None
           ) -> ImportedModel:
@@ -894,6 +907,7 @@ def build(pg: PlacementGraph, platform: Platform, training: bool = False, name: 
     from placement.errors import InvalidInstanceError
     from placement.problem.instance import NodeFitsNoDeviceError
 
+    training, operators = check_options(platform, training, operators)
     instance = to_instance(pg, platform, training, operators, parameter_names)
     label = name if name is not None else pg.graph.name + ("-training" if training else "-inference")
     try:
