@@ -432,6 +432,21 @@ def test_a_tensor_beyond_any_device_is_an_error():
     assert str(err.value) == "huge: tensor 'x' holds 2.127e+37 elements (2 dimensions), more than any device can hold"
 
 
+def test_the_scalar_index_of_a_select_is_no_parameter_memory():
+    """``x[:, -1]`` is a Gather of a 0-dimensional int64 initializer, which is torch's ``select`` taking a Python
+    int: a view reading no tensor. Its 8-byte index was charged to the node as parameter memory (the torch
+    import charges none; an unoptimised dynamo export of nn.MultiheadAttention holds three such). A 1-element
+    index of rank 1 (``x[:, [-1]]``, ``index_select``) is a tensor the gather reads: 8 bytes."""
+    for index, shape, memory in ((np.array(-1, np.int64), [2, 8], 0.0), (np.array([-1], np.int64), [2, 1, 8], 8.0)):
+        m = model([helper.make_node("Gather", ["x", "i"], ["s"], name="select", axis=1),
+                   helper.make_node("MatMul", ["s", "W"], ["y"], name="mm")],
+                  [("x", [2, 5, 8])], [("y", shape)], [numpy_helper.from_array(index, "i"), weight("W", (8, 8))])
+        graph = graph_from_onnx(m, "select")
+        assert [op.name for op in graph.ops] == ["select", "mm"]
+        assert sum(p.nbytes for p in graph.ops[0].params) == memory
+        assert graph.ops[1].params[0].nbytes == 8 * 8 * 4
+
+
 def test_a_sparse_initializer_is_a_parameter():
     """A sparse 8x8 weight with two stored values is a dense 256-byte parameter of the MatMul."""
     values = numpy_helper.from_array(np.array([1.0, 2.0], np.float32), "W")

@@ -813,6 +813,14 @@ def _reads_as_size(node: Any, position: int) -> bool:
     return node.domain in ("", "ai.onnx") and position in SHAPE_INPUTS.get(node.op_type, ())
 
 
+def _reads_as_select(node: Any, position: int, table: dict[str, _Tensor]) -> bool:
+    """Whether ``node`` reads its input at ``position`` as the one integer position of a ``Gather`` of a
+    0-dimensional index: torch's ``select``, which takes a Python int (``x[:, -1]``)."""
+    index = node.input[position] if position < len(node.input) else ""
+    return (node.op_type == "Gather" and node.domain in ("", "ai.onnx") and position == 1 and index in table
+            and table[index].shape == () and not table[index].floating)
+
+
 def _readers(graph: Any) -> dict[str, list[tuple[int, int]]]:
     """Per value name, the ``(node index, input position)`` of every node of ``graph`` that reads it."""
     readers: dict[str, list[tuple[int, int]]] = {}
@@ -1282,8 +1290,10 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         statistics = {x for m in members if m.node.op_type == "BatchNormalization" for x in m.node.input[3:5]}
         statistics |= (initial_states | sizes) & {x for m in members for x in m.node.input}
         # sizes, axes, positions and scales the file holds (a Reshape's shape, a ReduceMean's axes, a Resize's
-        # scales): host values in PyTorch (F.interpolate's scale_factor too), never read from the device's memory
-        sized = {(x, _reads_as_size(m.node, i)) for m in members for i, x in enumerate(m.node.input)}
+        # scales, a select's index): host values in PyTorch (F.interpolate's scale_factor too), never read from the
+        # device's memory
+        sized = {(x, _reads_as_size(m.node, i) or _reads_as_select(m.node, i, table))
+                 for m in members for i, x in enumerate(m.node.input)}
         host = {t for t, as_size in sized if as_size and (t, False) not in sized and (t in constants or t in params)}
         for t in dict.fromkeys(x for m in members for x in m.node.input if x and x not in internal and x not in host):
             info = table[t]
