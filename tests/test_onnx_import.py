@@ -1181,6 +1181,19 @@ def test_a_negative_dimension_is_refused():
         "symbolic (a name, fixed with dims) or give its size")
 
 
+def test_a_negative_dimension_names_the_option_that_fixes_a_symbolic_one(tmp_path, capsys):
+    # the command printed the library's parameter: "(a name, fixed with dims)"
+    from placement.cli import main
+
+    weight = numpy_helper.from_array(np.ones((16, 8), dtype=np.float32), "W")
+    onnx.save(_graph([helper.make_node("MatMul", ["x", "W"], ["y"])], [("x", [-3, 16])], ["y"], [weight]),
+              str(path := tmp_path / "neg.onnx"))
+    assert main(["import", str(path), "--out", str(tmp_path / "neg.json")]) == 2
+    assert capsys.readouterr().err == (
+        "error: neg: tensor 'x' is declared with the shape [-3, 16], with a negative dimension; declare that "
+        "dimension symbolic (a name, fixed with --dim NAME=VALUE) or give its size\n")
+
+
 def refusal_in_a_child(model, name: str) -> str:
     """The last line of standard error of a child process that imports ``model`` as ``name``, after checking that
     the import was refused (status 1): onnx's shape inference aborts the whole process on some graphs."""

@@ -192,7 +192,8 @@ def import_model_spec(spec: str, platform: Platform, *, training: bool, granular
             imported = import_onnx(spec, platform=platform, training=training, granularity=granularity,
                                    module_depth=module_depth, dtype=dtype, dims=dims, operators=operators)
         except InvalidInstanceError as exc:   # the library's parameter dims is the option --dim here
-            raise InvalidInstanceError(re.sub(r"((?:'[^']*'(?:, )?)+) with dims\)", _dim_options, str(exc))) from None
+            text = re.sub(r"((?:'[^']*'(?:, )?)+) with dims\)", _dim_options, str(exc))
+            raise InvalidInstanceError(text.replace("fixed with dims)", "fixed with --dim NAME=VALUE)")) from None
         label = name or file_stem(spec)
     else:
         if dims:
