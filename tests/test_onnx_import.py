@@ -107,6 +107,26 @@ def test_module_granularity_of_a_model_without_modules_is_warned(tmp_path, capsy
         assert len(import_onnx(path, platform=platform, granularity="module").problem.nodes) == 4
 
 
+def test_a_model_whose_operators_all_run_outside_its_submodules_is_told_so(tmp_path):
+    """torch.onnx.export at opset 20 records every node's scopes; where each is the model itself (a forward of
+    functional calls, a torch.cond whose branches hold the layers), the warning said the file recorded no scope
+    and that torch records them at opset 18 or later, which it did."""
+    from placement.io.onnx_import import ModuleScopeWarning
+
+    model = mlp_model()
+    for k, node in enumerate(model.graph.node):
+        node.name = f"node_{k}"
+        node.metadata_props.add(key="pkg.torch.onnx.name_scopes", value=f"['', 'op_{k}']")
+    model.producer_name = "pytorch"
+    onnx.save(model, str(path := tmp_path / "functional.onnx"))
+    with pytest.warns(ModuleScopeWarning) as caught:
+        import_onnx(path, platform=make_platform(), granularity="module")
+    assert str(caught[0].message) == (
+        "functional: every operator of the model runs in the model itself, outside its submodules (the module "
+        "scopes the file records say so), so granularity='module' makes one node of all 4 operators, which no "
+        "plan can split: use granularity='operator'")
+
+
 def test_symbolic_dimensions_must_be_fixed(tmp_path, capsys):
     path = tmp_path / "mlp.onnx"
     onnx.save(mlp_model(batch="batch"), str(path))

@@ -1406,8 +1406,14 @@ def import_onnx(path: str | Path, *, platform: Platform, training: bool = False,
         torch_file = ("; PyTorch wrote this file: torch.onnx.export records the modules at opset 18 or later, or "
                       "with dynamo=False, and its conversion to an earlier opset drops them"
                       if model.producer_name == "pytorch" else "")
-        warnings.warn(f"{graph.name}: no operator of the model records a module (the file has neither the scope "
-                      f"metadata of torch.onnx.export nor node names of the form /a/b/Op{torch_file}), so "
-                      f"granularity='module' makes one node of all {len(graph.ops)} operators, which no plan can "
-                      "split: use granularity='operator'", ModuleScopeWarning, stacklevel=2)
+        # scopes recorded, each the model's own (a forward of functional calls, or its layers inside an If)
+        scoped = any(node.name.startswith("/") or any(prop.key == NAME_SCOPES for prop in node.metadata_props)
+                     for node in model.graph.node)
+        reason = ("every operator of the model runs in the model itself, outside its submodules (the module scopes "
+                  "the file records say so)" if scoped else
+                  "no operator of the model records a module (the file has neither the scope metadata of "
+                  f"torch.onnx.export nor node names of the form /a/b/Op{torch_file})")
+        warnings.warn(f"{graph.name}: {reason}, so granularity='module' makes one node of all {len(graph.ops)} "
+                      "operators, which no plan can split: use granularity='operator'", ModuleScopeWarning,
+                      stacklevel=2)
     return build(group_ops(graph, granularity, module_depth), platform, training, source=model, operators=operators)
