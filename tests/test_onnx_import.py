@@ -900,6 +900,38 @@ def test_a_control_flow_operator_reads_what_its_subgraphs_read():
     assert graph.ops[1].bytes_moved == 1 + 8 + 1024 + 1024
 
 
+def test_the_weights_a_subgraph_holds_are_its_control_flow_operator_s_parameters():
+    """An If whose branches each multiply by an 8x8 weight (256 B) they hold as initializers of their own, and a
+    Loop whose body holds one, inside the then-branch. The If holds all three, 768 B, as it holds a weight
+    its branches read from the main graph: they were no parameter of any node, so a plan's memory left them
+    out. The same name in two subgraphs is two weights."""
+    def value(name):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, [4, 8])
+
+    def eight(name):
+        return numpy_helper.from_array(np.ones((8, 8), dtype=np.float32), name)
+
+    flags = [helper.make_tensor_value_info(n, TensorProto.BOOL, []) for n in ("c", "d")]
+    shape = numpy_helper.from_array(np.array([4, 8], dtype=np.int64), "shape")   # a size: no parameter
+    body = helper.make_graph([helper.make_node("MatMul", ["h", "W"], ["w"]),
+                              helper.make_node("Reshape", ["w", "shape"], ["m"]),
+                              helper.make_node("Identity", ["c"], ["d"])], "body",
+                             [helper.make_tensor_value_info("i", TensorProto.INT64, []), flags[0], value("h")],
+                             [flags[1], value("m")], [eight("W"), shape])
+    then_branch = helper.make_graph([helper.make_node("MatMul", ["X", "W"], ["p"]),
+                                     helper.make_node("Loop", ["", "C", "p"], ["t"], body=body)],
+                                    "then", [], [value("t")], [eight("W")])
+    else_branch = helper.make_graph([helper.make_node("MatMul", ["X", "V"], ["e"])], "else", [], [value("e")],
+                                    [eight("V")])
+    model = _graph([helper.make_node("If", ["C"], ["Y"], name="if", then_branch=then_branch,
+                                     else_branch=else_branch)], [("X", [4, 8])], ["Y"])
+    model.graph.input.append(helper.make_tensor_value_info("C", TensorProto.BOOL, []))
+    with pytest.warns(CostModelWarning):
+        (op,) = graph_from_onnx(model, "held").ops
+    assert [(p.nbytes, p.trainable) for p in op.params] == [(256.0, True)] * 3
+    assert op.bytes_moved == 128 + 1 + 3 * 256 + 128
+
+
 def test_shape_arithmetic_of_an_unoptimised_export_is_data_not_operators(tmp_path):
     """torch.onnx.export(..., optimize=False) writes the reshapes and the attention scale of a GPT as
     Concat, Gather, Slice, CastLike, Sqrt and Div nodes on Shape outputs and constants; PyTorch

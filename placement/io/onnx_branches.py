@@ -23,7 +23,7 @@ def subgraphs(node: Any) -> list[Any]:
     return [sub for attr in node.attribute for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)]
 
 
-def _names_in(graph: Any, skip: int | None = None) -> set[str]:
+def names_in(graph: Any, skip: int | None = None) -> set[str]:
     """Every tensor name ``graph`` and its subgraphs define or read; of the node at position ``skip``, only
     its own inputs and outputs."""
     names = {value.name for value in (*graph.input, *graph.output, *graph.value_info)}
@@ -34,7 +34,7 @@ def _names_in(graph: Any, skip: int | None = None) -> set[str]:
         names.update(node.output)
         if k != skip:
             for sub in subgraphs(node):
-                names |= _names_in(sub)
+                names |= names_in(sub)
     names.discard("")
     return names
 
@@ -66,7 +66,7 @@ def _taken(node: Any, branch: Any, outside: set[str]) -> tuple[list[Any], list[A
             renamed[inner_name] = outer_name
         else:
             passed.append((renamed.get(inner_name, inner_name), outer_name))
-    if any(_names_in(sub) & set(renamed) for inner in branch.node for sub in subgraphs(inner)):
+    if any(names_in(sub) & set(renamed) for inner in branch.node for sub in subgraphs(inner)):
         return None
     prefix = node.name.rpartition("/")[0] + "/" if node.name.startswith("/") else ""
     nodes = []
@@ -98,7 +98,7 @@ def take_known_branches(graph: Any, values: dict[str, Any]) -> bool:
         branch = _branch(node, condition) if condition is not None else None
         if branch is None:
             continue
-        taken = _taken(node, branch, _names_in(graph, skip=k))
+        taken = _taken(node, branch, names_in(graph, skip=k))
         if taken is not None:
             replaced[k], more = taken
             initializers += more

@@ -120,7 +120,8 @@ optimiser made) takes the module path of the first node that reads it, or, where
 operator (another domain, control flow, an operator without a rule) is costed by the bytes it moves and named in a
 :class:`~placement.io.opgraph.CostModelWarning`. A control-flow operator (``If``, ``Loop``,
 ``Scan``) reads, besides its inputs, every value of the main graph its subgraphs read: those are
-edges like any other; the work inside its subgraphs is not costed. ``dtype`` overrides the type of every
+edges like any other; the initializers its subgraphs hold are its parameters, as the main graph's
+weights they read are; the work inside its subgraphs is not costed. ``dtype`` overrides the type of every
 floating-point tensor, as in the torch importer.
 
 Every operator also records what it computes, as GEMMs and vector operators with their
@@ -147,7 +148,7 @@ from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.codesign.workload import Operator
 from placement.errors import InvalidInstanceError, InvalidParameterError, SolverUnavailableError
 from placement.io import layer_gemms, operator_shapes as shapes
-from placement.io.onnx_branches import subgraphs, take_known_branches
+from placement.io.onnx_branches import names_in, subgraphs, take_known_branches
 from placement.io.onnx_checks import (check_default_opset, check_element_types, check_schemas,
                                       check_single_definitions, check_text, default_opset, topological_nodes)
 from placement.io.onnx_fusion import FusionNode, fuse
@@ -793,6 +794,28 @@ def _expose_subgraph_reads(graph: Any) -> None:
         node.input.extend(name for name in _subgraph_reads(node) if name not in node.input)
 
 
+def _held_weights(graph: Any) -> list[tuple[Any, list[tuple[str, int, tuple[int, ...]]]]]:
+    """The control-flow nodes of ``graph`` whose subgraphs (nested ones too) hold initializers of their own that
+    they read as data (not only as sizes, :func:`_reads_as_size`), each with those initializers' names, element
+    types and shapes, in order: the node's parameters, as the main graph's initializers its subgraphs read are
+    (a subgraph's own name may be any outer one's, or another subgraph's)."""
+    def held(sub: Any) -> list[tuple[str, int, tuple[int, ...]]]:
+        readers = _readers(sub)
+        nested = {name for inner in sub.node for name in _subgraph_reads(inner)}
+
+        def data(name: str) -> bool:
+            return name in nested or any(not _reads_as_size(sub.node[k], i) for k, i in readers.get(name, ()))
+
+        found = [(init.name, init.data_type, tuple(int(d) for d in init.dims)) for init in sub.initializer
+                 if data(init.name)]
+        found += [(sparse.values.name, sparse.values.data_type, tuple(int(d) for d in sparse.dims))
+                  for sparse in sub.sparse_initializer if data(sparse.values.name)]
+        return found + [weight for inner in sub.node for nested in subgraphs(inner) for weight in held(nested)]
+
+    return [(node, weights) for node in graph.node
+            for weights in [[weight for sub in subgraphs(node) for weight in held(sub)]] if weights]
+
+
 #: Per operator type, the inputs it reads for their type or shape only, never their values.
 META_INPUTS = {"Shape": (0,), "Size": (0,), "CastLike": (1,)}
 
@@ -1163,6 +1186,15 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     table = _tensor_table(shaped, dtype, onnx, name)
     params = {init.name: table[init.name] for init in model.graph.initializer}
     params.update((sparse.values.name, table[sparse.values.name]) for sparse in model.graph.sparse_initializer)
+    taken_names = names_in(model.graph) | set(table)
+    for node, weights in _held_weights(model.graph):   # each under a name of its own, read by its node
+        for held, elem_type, shape in weights:
+            unique, k = f"{node.name or node.op_type}/{held}", 1
+            while unique in taken_names:
+                unique, k = f"{node.name or node.op_type}/{held}_{k}", k + 1
+            taken_names.add(unique)
+            table[unique] = params[unique] = _Tensor(unique, elem_type, shape, dtype, onnx, name)
+            node.input.append(unique)
     tied = transposed_copies(model.graph, folder)
     folded = _shape_arithmetic(model.graph, table)
     constants = {n.output[0] for n in model.graph.node if n.op_type == "Constant" and n.output}
