@@ -932,6 +932,30 @@ def test_the_weights_a_subgraph_holds_are_its_control_flow_operator_s_parameters
     assert op.bytes_moved == 128 + 1 + 3 * 256 + 128
 
 
+def test_a_loop_s_trip_count_and_condition_are_host_values():
+    """A Loop of 3 steps (an int64 initializer) while a bool initializer holds, whose body multiplies by the main
+    graph's 8x8 weight W: PyTorch runs such a loop from Python, its count and condition no tensor. They were
+    the Loop's parameters (9 B of memory) and reads; W (256 B) is its one parameter, and it reads W and its
+    4x8 initial value (128 B) and writes its result (128 B)."""
+    def value(name):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, [4, 8])
+
+    flags = [helper.make_tensor_value_info(n, TensorProto.BOOL, []) for n in ("c", "d")]
+    body = helper.make_graph([helper.make_node("MatMul", ["h", "W"], ["m"]),
+                              helper.make_node("Identity", ["c"], ["d"])], "body",
+                             [helper.make_tensor_value_info("i", TensorProto.INT64, []), flags[0], value("h")],
+                             [flags[1], value("m")])
+    inits = [numpy_helper.from_array(np.ones((8, 8), dtype=np.float32), "W"),
+             numpy_helper.from_array(np.array(3, dtype=np.int64), "N"), numpy_helper.from_array(np.array(True), "C")]
+    model = _graph([helper.make_node("Loop", ["N", "C", "X"], ["Y"], name="loop", body=body)], [("X", [4, 8])],
+                   ["Y"], inits)
+    model.graph.value_info.append(value("Y"))
+    with pytest.warns(CostModelWarning):
+        (op,) = graph_from_onnx(model, "loop").ops
+    assert [(p.name, p.nbytes) for p in op.params] == [("W", 256.0)]
+    assert op.bytes_moved == 128 + 256 + 128
+
+
 def test_shape_arithmetic_of_an_unoptimised_export_is_data_not_operators(tmp_path):
     """torch.onnx.export(..., optimize=False) writes the reshapes and the attention scale of a GPT as
     Concat, Gather, Slice, CastLike, Sqrt and Div nodes on Shape outputs and constants; PyTorch

@@ -820,12 +820,13 @@ def _held_weights(graph: Any) -> list[tuple[Any, list[tuple[str, int, tuple[int,
 META_INPUTS = {"Shape": (0,), "Size": (0,), "CastLike": (1,)}
 
 
-#: Per operator type, the inputs that are sizes, axes or positions (host values in PyTorch: an ``expand``'s sizes)
+#: Per operator type, the inputs that are sizes, axes or positions (host values in PyTorch: an ``expand``'s sizes, the
+#: trip count and condition of a ``Loop``, which Python runs)
 SHAPE_INPUTS = {"Expand": (1,), "Reshape": (1,), "Tile": (1,), "ConstantOfShape": (0,), "Slice": (1, 2, 3, 4),
                 "Pad": (1, 3), "Unsqueeze": (1,), "Squeeze": (1,), "Split": (1,), "Resize": (1, 2, 3),
                 "Upsample": (1,), "Range": (0, 1, 2), "TopK": (1,), "OneHot": (1,), "CumSum": (1,), "CumProd": (1,),
                 "CenterCropPad": (1,), "HannWindow": (0,), "HammingWindow": (0,), "BlackmanWindow": (0,),
-                "MelWeightMatrix": (0, 1, 2, 3, 4),
+                "MelWeightMatrix": (0, 1, 2, 3, 4), "Loop": (0, 1),
                 **{op: (1,) for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
                                        "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")}}
 
