@@ -20,6 +20,7 @@ from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 import placement  # noqa: E402
+from placement.io.opgraph import CostModelWarning  # noqa: E402
 from placement.plan import DeviceAssignment, Plan  # noqa: E402
 from placement.torch import RelayWarning, plan_pipeline  # noqa: E402
 from placement.torch.sharing import SUFFIX  # noqa: E402
@@ -2489,3 +2490,46 @@ def test_checkpointed_batch_norm_updates_its_statistics_once_per_micro_batch_in_
     counts = {k: int(v) for module in modules for k, v in module.state_dict().items() if k.endswith("tracked")}
     assert counts == {"blocks.0.1.num_batches_tracked": 1, "blocks.1.1.num_batches_tracked": 1}
     assert [int(reference.blocks[i][1].num_batches_tracked) for i in range(2)] == [2, 2]
+
+
+class SparseMixing(nn.Module):
+    """Two layers, each followed by a product with one sparse 8 x 8 buffer (a graph's adjacency, a pruned
+    mixing matrix), which both stages of a 3-stage plan read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 2)
+        generator = torch.Generator().manual_seed(3)
+        dense = torch.randn(8, 8, generator=generator) * (torch.rand(8, 8, generator=generator) > 0.5)
+        self.register_buffer("mixing", dense.to_sparse())
+
+    def forward(self, x):
+        h = torch.sparse.mm(self.mixing, torch.relu(self.a(x)).T).T
+        h = torch.sparse.mm(self.mixing, torch.relu(self.b(h)).T).T
+        return self.c(h)
+
+
+def test_a_sparse_buffer_is_planned_and_the_stages_compute_the_model():
+    """A sparse buffer has no strided memory of its own to compare with the other tensors' (torch raised
+    NotImplementedError, 'Cannot access storage of SparseTensorImpl', from inside the planning); it shares
+    memory with no parameter, and each stage that reads it holds its copy."""
+    import copy
+
+    torch.manual_seed(0)
+    model, x = SparseMixing(), torch.randn(4, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CostModelWarning)   # no FLOP formula for the sparse product
+        pp = plan_pipeline(model, (x,), devices="epyc-7763:3", stages=3)
+    assert pp.result.status == "optimal" and pp.num_stages == 3
+    reference = copy.deepcopy(model)
+    out, modules = chained(pp, (x,))
+    expected = reference(x)
+    assert torch.allclose(out, expected, rtol=1e-5, atol=1e-6)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    grads = {k: p.grad for module in modules for k, p in module.named_parameters()}
+    assert sorted(grads) == sorted(k for k, _ in reference.named_parameters())
+    assert all(torch.allclose(grads[k], p.grad, rtol=1e-4, atol=1e-6) for k, p in reference.named_parameters())
+    held = [s for s, module in enumerate(modules) if "mixing" in dict(module.named_buffers())]
+    assert len(held) == 2
+    assert all(torch.equal(modules[s].get_buffer("mixing").to_dense(), model.mixing.to_dense()) for s in held)

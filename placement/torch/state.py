@@ -282,10 +282,14 @@ def shared_storage(model: Any, written: Mapping[str, set[str]], trained: bool = 
     (``written``, :func:`written_state`), or, with ``trained``, is a parameter that needs a gradient (an
     optimiser step writes it in place): every stage copies each of them on its own, so a write into one
     would not show in the copies of the others. Views of disjoint parts of one storage (an RNN's weights
-    flattened into one buffer) are apart already, and tensors on the ``meta`` device hold no memory."""
+    flattened into one buffer) are apart already, and tensors on the ``meta`` device hold no memory; sparse
+    tensors (a graph's adjacency) have no strided memory to compare, and every stage copies them as any other."""
+    import torch
+
     by_storage: dict[tuple[str, int], dict[int, tuple[str, tuple[int, int]]]] = {}
     for name, tensor in (*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)):
-        if tensor is not None and tensor.numel() > 0 and tensor.device.type != "meta":
+        if (tensor is not None and tensor.numel() > 0 and tensor.device.type != "meta"
+                and tensor.layout == torch.strided):
             storage = (str(tensor.device), tensor.untyped_storage().data_ptr())
             by_storage.setdefault(storage, {}).setdefault(id(tensor), (name, _byte_range(tensor)))
     stepped = ({name for name, p in model.named_parameters(remove_duplicate=False) if p.requires_grad}
