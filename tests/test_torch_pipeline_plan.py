@@ -2533,3 +2533,28 @@ def test_a_sparse_buffer_is_planned_and_the_stages_compute_the_model():
     held = [s for s, module in enumerate(modules) if "mixing" in dict(module.named_buffers())]
     assert len(held) == 2
     assert all(torch.equal(modules[s].get_buffer("mixing").to_dense(), model.mixing.to_dense()) for s in held)
+
+
+def test_the_digests_of_a_sparse_buffer_held_by_two_stages_compare_its_values():
+    """build_stage compares the digests of the tensors several stages hold: a sparse one made the holders raise
+    RuntimeError ('unsupported memory format option Contiguous') while the other ranks waited for them; its
+    digest now covers its type, layout, shape, indices and values."""
+    from placement.torch.planning import tensor_digest
+
+    torch.manual_seed(0)
+    model = SparseMixing()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CostModelWarning)
+        pp = plan_pipeline(model, (torch.randn(4, 8),), devices="epyc-7763:3", stages=3)
+    shared = {s: {name: (digest, holders) for name, digest, holders in pp.shared_values(s)} for s in range(3)}
+    holders = shared[0]["mixing"][1]
+    assert len(holders) == 2
+    assert shared[holders[0]]["mixing"][0] == shared[holders[1]]["mixing"][0] != (0,) * 4
+    dense = model.mixing.to_dense()
+    assert tensor_digest(model.mixing) == tensor_digest(dense.to_sparse())
+    assert tensor_digest(dense.to_sparse_csr()) == tensor_digest(dense.to_sparse_csr())
+    assert tensor_digest(model.mixing) != tensor_digest(dense.to_sparse_csr())   # another layout
+    changed = dense.clone()
+    changed[changed != 0] *= 2
+    assert tensor_digest(model.mixing) != tensor_digest(changed.to_sparse())
+    assert tensor_digest(model.mixing) != tensor_digest(dense)

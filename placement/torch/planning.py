@@ -541,15 +541,23 @@ def first_disagreement(settings: Sequence[tuple[str, Sequence[int]] | tuple[str,
 
 
 def tensor_digest(tensor: Any) -> tuple[int, ...]:
-    """A SHA-256 digest of ``tensor``'s data type, shape and bytes, as four signed 64-bit integers; a tensor on the
-    meta device, which holds no values, digests its type and shape alone."""
+    """A SHA-256 digest of ``tensor``'s data type, layout, shape and bytes, as four signed 64-bit integers; a tensor
+    on the meta device, which holds no values, digests its type and shape alone; a sparse one (a graph's adjacency),
+    which has no strided memory, the bytes of its coalesced indices and values."""
     import hashlib
 
     import torch
 
-    digest = hashlib.sha256(repr((str(tensor.dtype), tuple(tensor.shape))).encode())
-    if not tensor.is_meta:   # the bytes read in place: no copy of a tensor already in memory, densely
-        digest.update(tensor.detach().cpu().contiguous().flatten().view(torch.uint8).numpy().data)
+    digest = hashlib.sha256(repr((str(tensor.dtype), str(tensor.layout), tuple(tensor.shape))).encode())
+    if tensor.is_meta:
+        parts = []
+    elif tensor.layout == torch.strided:   # the bytes read in place: no copy of a tensor already in memory, densely
+        parts = [tensor.detach()]
+    else:
+        coalesced = tensor.detach().to_sparse_coo().coalesce()
+        parts = [coalesced.indices(), coalesced.values()]
+    for part in parts:
+        digest.update(part.cpu().contiguous().flatten().view(torch.uint8).numpy().data)
     return tuple(int.from_bytes(digest.digest()[k:k + 8], "little", signed=True) for k in range(0, 32, 8))
 
 
