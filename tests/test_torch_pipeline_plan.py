@@ -2558,3 +2558,30 @@ def test_the_digests_of_a_sparse_buffer_held_by_two_stages_compare_its_values():
     changed[changed != 0] *= 2
     assert tensor_digest(model.mixing) != tensor_digest(changed.to_sparse())
     assert tensor_digest(model.mixing) != tensor_digest(dense)
+
+
+def test_a_sparse_or_nested_input_is_refused():
+    """torch's runtime cuts every tensor input along its first dimension, which a sparse tensor cannot be
+    (NotImplementedError from 'aten::as_strided' at the first step, the plan made), nor a nested one
+    (RuntimeError, 'NestedTensorImpl doesn't support sizes', from inside the planning)."""
+    x = torch.randn(4, 8)
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(mlp(), (x.to_sparse(),), devices="h100:2")
+    assert (error.value.parameter, str(error.value)) == ("args", (
+        "args holds args[0], a tensor of layout torch.sparse_coo, which the pipeline runtime cannot split into "
+        "micro-batches (it cuts every tensor input along its first dimension, and sends strided tensors only): "
+        "give it dense (to_dense()), or make a sparse tensor that every sample shares a buffer of the model"))
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(Biased(), (x,), {"extra": {"bias": torch.randn(4, 8).to_sparse_csr()}}, devices="h100:2")
+    assert (error.value.parameter, str(error.value)) == ("kwargs", (
+        "kwargs holds kwargs['extra']['bias'], a tensor of layout torch.sparse_csr, which the pipeline runtime "
+        "cannot split into micro-batches (it cuts every tensor input along its first dimension, and sends strided "
+        "tensors only): give it dense (to_dense()), or make a sparse tensor that every sample shares a buffer of "
+        "the model"))
+    nested = torch.nested.nested_tensor([torch.randn(2, 8), torch.randn(3, 8)])
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(mlp(), (nested,), devices="h100:2")
+    assert (error.value.parameter, str(error.value)) == ("args", (
+        "args holds args[0], a nested tensor, which the pipeline runtime cannot split into micro-batches (it cuts "
+        "every tensor input along its first dimension, and sends strided tensors only): pad it "
+        "(torch.nested.to_padded_tensor) and give a mask of the padding beside it"))

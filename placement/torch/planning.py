@@ -698,7 +698,8 @@ def best_within_stages(problem: Any, most: int, **options: Any) -> Any:
 def check_micro_batch_dimension(args: Sequence[Any], kwargs: dict, torch: Any, microbatches: int = 2) -> int | None:
     """Refuse tensor inputs that torch's pipeline runtime cannot split into micro-batches: it splits every
     tensor input, positional or keyword (those inside a keyword input's dict, list or tuple too), along its
-    first dimension, so each needs one, and, where a step has more than one micro-batch (``microbatches``),
+    first dimension, so each needs one and a strided layout (no sparse or nested tensor, which it cannot cut, nor
+    gloo send), and, where a step has more than one micro-batch (``microbatches``),
     of one size (the micro-batch's; an input whose first dimension is something else, as an LSTM's initial
     state ``[layers, batch, hidden]``, would be split along the wrong dimension; into one micro-batch, it is
     not cut). Returns the first tensor input's first dimension, the micro-batch's samples (``None`` without
@@ -710,6 +711,15 @@ def check_micro_batch_dimension(args: Sequence[Any], kwargs: dict, torch: Any, m
     inputs += [(f"kwargs{keystr(path)}", "kwargs", value) for path, value in tree_flatten_with_path(kwargs)[0]
                if isinstance(value, torch.Tensor)]
     for where, parameter, value in inputs:
+        if value.is_nested or value.layout != torch.strided:   # no first dimension to cut, nothing gloo sends
+            kind = "a nested tensor" if value.is_nested else f"a tensor of layout {value.layout}"
+            advice = ("pad it (torch.nested.to_padded_tensor) and give a mask of the padding beside it"
+                      if value.is_nested else
+                      "give it dense (to_dense()), or make a sparse tensor that every sample shares a buffer of "
+                      "the model")
+            raise InvalidParameterError(parameter, f"holds {where}, {kind}, which the pipeline runtime cannot split "
+                                                   "into micro-batches (it cuts every tensor input along its first "
+                                                   f"dimension, and sends strided tensors only): {advice}")
         if value.dim() == 0:
             raise InvalidParameterError(parameter, f"holds the 0-dimensional tensor {where}, which the pipeline "
                                                    "runtime cannot split into micro-batches (it splits every tensor "
