@@ -2585,3 +2585,34 @@ def test_a_sparse_or_nested_input_is_refused():
         "args holds args[0], a nested tensor, which the pipeline runtime cannot split into micro-batches (it cuts "
         "every tensor input along its first dimension, and sends strided tensors only): pad it "
         "(torch.nested.to_padded_tensor) and give a mask of the padding beside it"))
+
+
+class SparseActivation(nn.Module):
+    """A layer whose result is made sparse, and read by the next operator as dense again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.c = nn.Linear(8, 8), nn.Linear(8, 2)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x)).to_sparse()
+        return self.c(h.to_dense() * 2)
+
+
+def test_a_plan_that_would_pass_a_sparse_tensor_between_stages_is_refused():
+    """Stages send strided tensors only: a sparse value crossing a boundary was planned, and stage 0 failed at
+    its first run (RuntimeError, 'unsupported memory format option Contiguous'); the plan is refused, naming it.
+    Where no boundary falls on it, the stages run."""
+    torch.manual_seed(0)
+    model, x = SparseActivation(), torch.randn(4, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CostModelWarning)   # no FLOP formula for to_sparse and to_dense
+        with pytest.raises(placement.InvalidParameterError) as error:
+            plan_pipeline(model, (x,), devices="epyc-7763:2", stages=2, granularity="operator")
+        pp = plan_pipeline(model, (x,), devices="epyc-7763:3", stages=3, granularity="operator")
+    assert (error.value.parameter, str(error.value)) == ("plan", (
+        "plan passes the sparse tensor 'to_sparse' (layout torch.sparse_coo) from stage 0 to stage 1; pipeline "
+        "stages exchange strided tensors only: make it dense where it is made (to_dense()), or plan with other "
+        "stages"))
+    out, _ = chained(pp, (x,))
+    assert torch.allclose(out, model(x), rtol=1e-5, atol=1e-6)

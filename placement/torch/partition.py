@@ -532,8 +532,8 @@ def partition(gm: Any, names: Mapping[int, str], saved: frozenset[str] | None = 
     ``names`` maps ``id(tensor)`` to the tensor's name in the user's model
     (:func:`canonical_names`); ``saved`` are the keys of the model's ``state_dict`` (default: every
     name of ``names``): a buffer outside it is non-persistent in the model and stays so in the
-    stages. A non-tensor value that would cross a boundary is an
-    :class:`InvalidParameterError` about the plan.
+    stages. A non-tensor value, or a sparse tensor (gloo sends strided ones only), that would cross a boundary
+    is an :class:`InvalidParameterError` about the plan.
     """
     from torch.distributed.pipelining import pipe_split
 
@@ -573,6 +573,12 @@ def partition(gm: Any, names: Mapping[int, str], saved: frozenset[str] | None = 
             raise InvalidParameterError("plan", f"passes the non-tensor value {node.name!r} from stage "
                                                 f"{stage_of[node]} to stage {read_until[node]}; pipeline stages "
                                                 "exchange tensors only")
+        layout = getattr(node.meta.get("val"), "layout", None)
+        if read_until.get(node, 0) > stage_of[node] and layout is not None and str(layout) != "torch.strided":
+            raise InvalidParameterError("plan", f"passes the sparse tensor {node.name!r} (layout {layout}) from stage "
+                                                f"{stage_of[node]} to stage {read_until[node]}; pipeline stages "
+                                                "exchange strided tensors only: make it dense where it is made "
+                                                "(to_dense()), or plan with other stages")
 
     def live(boundary: int) -> tuple[Any, ...]:
         return tuple(v for v in order if stage_of[v] < boundary <= read_until.get(v, -1))
