@@ -1454,19 +1454,20 @@ def _with_writes_in_place(imported: ImportedModel, program: Any, names: Mapping[
     """``imported`` with each group of nodes that must share a stage because the program writes a
     tensor in place (:func:`placement.torch.state.in_place_groups`: a buffer and its readers, a write
     into an activation and what it is ordered against) or reads one's memory by storage offset and
-    strides (``as_strided`` and the views and operator that memory comes from) in one colour class, so
+    strides (``as_strided`` and the views and operator that memory comes from), and each sparse result with
+    its readers (stages exchange strided tensors only), in one colour class, so
     that every solver keeps the program's order and ``pipe_split_module`` can split its plans. A written parameter or
     buffer goes by its name in ``names`` (a tied tensor by its first name in the model)."""
     from placement.io.tarnawski import parse_instance
     from placement.torch.state import in_place_groups, keep_written_buffers_together, received_writes
 
-    readers, activations, views = in_place_groups(program, imported.graph)
+    readers, activations, views, sparse = in_place_groups(program, imported.graph)
     readers = {names.get(target, target): nodes for target, nodes in readers.items()}
     writes = received_writes(program, imported.graph)
     if writes:
         about = {**imported.instance.get("about", {}), "in_place_writes": [list(pair) for pair in writes]}
         imported = replace(imported, instance={**imported.instance, "about": about})
-    if not readers and not activations and not views:
+    if not readers and not activations and not views and not sparse:
         return imported
-    instance = keep_written_buffers_together(imported.instance, imported.graph, readers, activations, views)
+    instance = keep_written_buffers_together(imported.instance, imported.graph, readers, activations, views, sparse)
     return replace(imported, instance=instance, problem=parse_instance(instance, imported.problem.name))

@@ -880,8 +880,9 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     readers = {name: tuple(nodes) for name, nodes in about.get("written_buffers", {}).items()}
     activations = {name: tuple(nodes) for name, nodes in about.get("written_activations", {}).items()}
     views = {name: tuple(nodes) for name, nodes in about.get("storage_views", {}).items()}
-    if readers or activations or views:
-        instance = keep_written_buffers_together(instance, imported.graph, readers, activations, views)
+    sparse = {name: tuple(nodes) for name, nodes in about.get("sparse_values", {}).items()}
+    if readers or activations or views or sparse:
+        instance = keep_written_buffers_together(instance, imported.graph, readers, activations, views, sparse)
     if instance is not imported.instance:   # the exchange nodes, the classes: the problem they make
         problem = parse_instance(instance, imported.problem.name)
     objective = "throughput-gpipe" if training and schedule == "gpipe" else "throughput"
@@ -902,7 +903,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
                                    time_limit=time_limit)
     if not result.ok:
         if result.status == "infeasible":   # why some nodes share a stage, for the refusal
-            together = together_note(readers, imported.graph, activations, views)   # "" where none share one
+            together = together_note(readers, imported.graph, activations, views, sparse)   # "" where none share one
             if stages is not None and stages > separable_parts(problem):   # the stage count, not the devices
                 raise InvalidParameterError("stages", f"{stages}: {result.message}"
                                                       + (f"; {together}" if together else ""))

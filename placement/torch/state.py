@@ -221,6 +221,24 @@ def storage_views(program: Any) -> dict[str, set[str]]:
     return {nodes[members[0]].name: {nodes[i].name for i in members} for members in groups.values()}
 
 
+def sparse_values(program: Any) -> dict[str, set[str]]:
+    """Per operator of the exported ``program`` whose result is a sparse tensor (a layout other than strided),
+    named by that operator, the names of it and of the operators that read the result: pipeline stages exchange
+    strided tensors only (gloo sends no other), so the result stays on the stage that makes it. A ``getitem`` of
+    such a result counts as the operator it selects from."""
+    import torch
+
+    groups: dict[str, set[str]] = {}
+    for node in program.graph.nodes:
+        example = node.meta.get("val")
+        if node.op != "call_function" or not isinstance(example, torch.Tensor) or example.layout == torch.strided:
+            continue
+        made = node.args[0] if node.target is operator.getitem else node
+        group = groups.setdefault(made.name, {made.name})
+        group.update(user.name for user in node.users if user.op == "call_function")
+    return groups
+
+
 def input_storage_reads(program: Any) -> list[tuple[str, str, str]]:
     """Per operator of the exported ``program`` that reads the memory of a model input by storage offset and strides
     (:data:`placement.torch.contiguity.READS_STORAGE`), of the input itself or of a view of it: the operator's schema
@@ -317,19 +335,22 @@ def buffer_readers(pg: Any, written: Mapping[str, set[str]]) -> dict[str, tuple[
 
 def keep_written_buffers_together(instance: Mapping[str, Any], pg: Any, readers: Mapping[str, tuple[int, ...]],
                                   activations: Mapping[str, tuple[int, ...]] | None = None,
-                                  views: Mapping[str, tuple[int, ...]] | None = None) -> dict:
+                                  views: Mapping[str, tuple[int, ...]] | None = None,
+                                  sparse: Mapping[str, tuple[int, ...]] | None = None) -> dict:
     """``instance`` (of ``pg``, written by :func:`placement.io.opgraph.to_instance`, possibly with
     added nodes) with the readers of each buffer in ``readers``, the nodes of each group of
-    ``activations`` (:func:`written_activations` through :func:`buffer_readers`) and those of each group
-    of ``views`` (:func:`storage_views`, likewise), in one colour class, with their backward nodes and every
-    node of their classes; ``about.written_buffers``, ``about.written_activations`` and
-    ``about.storage_views`` record them."""
+    ``activations`` (:func:`written_activations` through :func:`buffer_readers`), those of each group
+    of ``views`` (:func:`storage_views`, likewise) and those of each group of ``sparse``
+    (:func:`sparse_values`, likewise), in one colour class, with their backward nodes and every
+    node of their classes; ``about.written_buffers``, ``about.written_activations``,
+    ``about.storage_views`` and ``about.sparse_values`` record them."""
     activations = activations or {}
     views = views or {}
-    if not readers and not activations and not views:
+    sparse = sparse or {}
+    if not readers and not activations and not views and not sparse:
         return dict(instance)
     classes = UnionFind(len(pg.nodes))
-    groups = [*readers.values(), *activations.values(), *views.values()]
+    groups = [*readers.values(), *activations.values(), *views.values(), *sparse.values()]
     for nodes in groups:
         for v in nodes[1:]:
             classes.union(v, nodes[0])
@@ -347,23 +368,27 @@ def keep_written_buffers_together(instance: Mapping[str, Any], pg: Any, readers:
         about["written_activations"] = {name: list(v) for name, v in activations.items()}
     if views:
         about["storage_views"] = {name: list(v) for name, v in views.items()}
+    if sparse:
+        about["sparse_values"] = {name: list(v) for name, v in sparse.items()}
     return {**instance, "about": about, "nodes": nodes}
 
 
 def in_place_groups(program: Any, pg: Any) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]],
-                                                    dict[str, tuple[int, ...]]]:
+                                                    dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
     """The forward nodes of ``pg`` (imported from ``program``) that must share a stage: per parameter
     or buffer the program writes in place, its readers (:func:`written_state`), per activation
-    it writes in place, the nodes ordered against the write (:func:`written_activations`), and per
+    it writes in place, the nodes ordered against the write (:func:`written_activations`), per
     memory read by storage offset and strides, the nodes it comes from and its readers (:func:`storage_views`),
-    each through :func:`buffer_readers`."""
+    and per sparse result, the node that makes it and its readers (:func:`sparse_values`), each through
+    :func:`buffer_readers`."""
     return (buffer_readers(pg, written_state(program)), buffer_readers(pg, written_activations(program)),
-            buffer_readers(pg, storage_views(program)))
+            buffer_readers(pg, storage_views(program)), buffer_readers(pg, sparse_values(program)))
 
 
 def together_note(readers: Mapping[str, tuple[int, ...]], pg: Any,
                   activations: Mapping[str, tuple[int, ...]] | None = None,
-                  views: Mapping[str, tuple[int, ...]] | None = None) -> str:
+                  views: Mapping[str, tuple[int, ...]] | None = None,
+                  sparse: Mapping[str, tuple[int, ...]] | None = None) -> str:
     """Why some nodes share a stage, for a message when no plan fits."""
     notes = []
     if readers:
@@ -382,4 +407,9 @@ def together_note(readers: Mapping[str, tuple[int, ...]], pg: Any,
         notes.append("the nodes of an operator that reads a tensor's memory by storage offset and strides "
                      "(as_strided) share a stage with those that make that memory and the views of it it reads, "
                      "which a later stage receives as a copy of their values alone: " + "; ".join(parts))
+    if sparse:
+        parts = [f"{', '.join(pg.nodes[v].name for v in nodes)} (around the sparse result of {name!r})"
+                 for name, nodes in sparse.items()]
+        notes.append("the node that makes a sparse tensor shares a stage with those that read it, as stages "
+                     "exchange strided tensors only: " + "; ".join(parts))
     return "; ".join(notes)
