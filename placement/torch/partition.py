@@ -265,7 +265,8 @@ def check_results(results: Any, state_name: Callable[[Any], str | None],
                   check_structure: Callable[[], Any] = lambda: None) -> None:
     """Refuse model outputs ``results`` (FX nodes, or the constants a program returns) that no pipeline
     returns: a value that is not a tensor, the structure ``check_structure`` refuses, a parameter or
-    buffer itself (``state_name(node)``: its name, ``None`` for a computed value), a 0-dimensional tensor.
+    buffer itself (``state_name(node)``: its name, ``None`` for a computed value), a sparse tensor, a
+    0-dimensional tensor.
     An :class:`InvalidParameterError` about the model."""
     import torch
 
@@ -282,6 +283,10 @@ def check_results(results: Any, state_name: Callable[[Any], str | None],
                                                  "returns what its stages compute per micro-batch: leave it out and "
                                                  "read it from the model")
         example = value.meta.get("val")
+        if isinstance(example, torch.Tensor) and example.layout != torch.strided:
+            raise InvalidParameterError("model", f"returns the sparse tensor {value.name!r} (layout {example.layout}); "
+                                                 "a pipelined model returns strided tensors, which its stages send "
+                                                 "and gather over micro-batches: return it dense (to_dense())")
         if isinstance(example, torch.Tensor) and example.dim() == 0:
             raise InvalidParameterError("model", f"returns the 0-dimensional tensor {value.name!r}, which the "
                                                  "pipeline runtime cannot gather over micro-batches (it "
