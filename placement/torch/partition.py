@@ -540,6 +540,7 @@ def partition(gm: Any, names: Mapping[int, str], saved: frozenset[str] | None = 
     stages. A non-tensor value, or a sparse tensor (gloo sends strided ones only), that would cross a boundary
     is an :class:`InvalidParameterError` about the plan.
     """
+    import torch
     from torch.distributed.pipelining import pipe_split
 
     count = 0
@@ -579,7 +580,7 @@ def partition(gm: Any, names: Mapping[int, str], saved: frozenset[str] | None = 
                                                 f"{stage_of[node]} to stage {read_until[node]}; pipeline stages "
                                                 "exchange tensors only")
         layout = getattr(node.meta.get("val"), "layout", None)
-        if read_until.get(node, 0) > stage_of[node] and layout is not None and str(layout) != "torch.strided":
+        if read_until.get(node, 0) > stage_of[node] and layout not in (None, torch.strided):
             raise InvalidParameterError("plan", f"passes the sparse tensor {node.name!r} (layout {layout}) from stage "
                                                 f"{stage_of[node]} to stage {read_until[node]}; pipeline stages "
                                                 "exchange strided tensors only: make it dense where it is made "

@@ -46,6 +46,9 @@ argument is a stage's received copy, whose storage holds its values alone, dense
 stage with the operators its argument's memory comes from (:func:`storage_views`): the views and
 in-place operators between the argument and the value that owns the memory, and the operator that
 computes that value (a model input, parameter or buffer is no operator's: its views alone).
+
+Stages exchange strided tensors only (gloo sends no sparse one): an operator whose result is sparse
+shares a stage with the operators that read it (:func:`sparse_values`).
 """
 
 from __future__ import annotations
