@@ -1006,3 +1006,34 @@ def test_a_note_names_an_option_s_file_as_it_is_written(tmp_path, capsys):
     assert main(["solve", CHAIN4, "--log", str(log), "--quiet"]) == 0
     assert (f"note        the DP solved this (method 'auto'), so --log {log} (the MILP's) was not used\n"
             in capsys.readouterr().out)
+
+
+def test_a_network_and_a_grid_read_from_standard_input_as_dash():
+    """``-`` is standard input for every file a command reads, as for an instance, a plan or a co-design model:
+    ``hypar -`` read a network named '-' and ``codesign --grid -`` a file named '-'. A model and a grid both
+    from it are refused, as an instance and a plan are."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    lenet = root / "placement" / "costmodel" / "networks" / "lenet-c.json"
+    mlp, grid = root / "instances" / "models" / "mlp-training.json", root / "instances" / "grids" / "tiny.json"
+
+    def run(*command: str, given: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "placement", *command, "--json", "--quiet"],
+                              input=given.read_text(), capture_output=True, text=True, timeout=300)
+
+    for piped, named, given in ((("hypar", "-", "--accelerators", "2", "--batch", "4"),
+                                 ("hypar", str(lenet), "--accelerators", "2", "--batch", "4"), lenet),
+                                (("codesign", str(mlp), "--chips", "2", "--power", "300", "--grid", "-"),
+                                 ("codesign", str(mlp), "--chips", "2", "--power", "300", "--grid", str(grid)), grid)):
+        done = run(*piped, given=given)
+        assert done.returncode == 0, done.stderr
+        answer, expected = json.loads(done.stdout), json.loads(run(*named, given=given).stdout)
+        for document in (answer, expected):   # all but the times
+            for record in (document, *document.get("planners", ())):
+                record.pop("runtime_s", None)
+        assert answer == expected
+    done = run("codesign", "-", "--chips", "2", "--power", "300", "--grid", "-", given=grid)
+    assert (done.returncode, done.stderr) == (2, "error: /dev/stdin: the model and the grid are read from the same "
+                                                 "stream, which gives its contents once; give one of them as a file\n")

@@ -76,7 +76,7 @@ def test_hypar_bad_input_is_one_line(capsys):
     assert main(["hypar", "lenet-c", "--accelerators", "4", "--batch", "0"]) == 2
     assert "expected a positive integer, got '0'" in capsys.readouterr().err
     assert main(["hypar", "/dev/null", "--accelerators", "4", "--batch", "4"]) == 2   # exists: not "no such file"
-    assert capsys.readouterr().err == "error: /dev/null: is not a regular file, so not a network file\n"
+    assert capsys.readouterr().err == "error: /dev/null: the file is empty; it should hold a JSON document\n"
 
 
 def test_hypar_out_refuses_the_bundled_network_it_reads_by_name(capsys):

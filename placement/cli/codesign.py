@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-from placement.cli.options import (UsageError, add_output_options, check_not_input, input_path, path_name,
-                                   positive_float, positive_int, print_json, progress_printer)
+from placement.cli.options import (UsageError, add_output_options, check_not_input, check_separate_streams, input_path,
+                                   path_name, positive_float, positive_int, print_json, progress_printer)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="area budget per chip (mm²; default 606.68, WHAM's)")
     p.add_argument("--power", type=positive_float, metavar="W", help="power (TDP) budget per chip (W)")
     p.add_argument("--homogeneous", action="store_true", help="one design for every chip (default: one per stage)")
-    p.add_argument("--grid", metavar="FILE", help="design grid file (default: the WHAM-scale grid of 10,000 designs)")
+    p.add_argument("--grid", type=input_path, metavar="FILE",
+                   help="design grid file (-: standard input; default: the WHAM-scale grid of 10,000 designs)")
     # left out: None, so that --sweep refuses it typed, at throughput too
     p.add_argument("--objective", choices=("throughput", "perf-per-watt"),
                    help="throughput (default) or throughput per watt of the chips' summed TDP")
@@ -70,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     missing = [option for option, value in (("--chips", args.chips), ("--power", args.power)) if value is None]
     if missing:
         raise UsageError(f"codesign needs {' and '.join(missing)}")
+    if args.grid is not None:
+        check_separate_streams(args.model, args.grid, ("model", "grid"))
     import placement
     from placement.codesign.template import AREA_BUDGET_MM2
     from placement.report.codesign import format_codesign

@@ -239,15 +239,15 @@ def load_announced(path: str, progress: Callable[[str], None] | None) -> Any:
     return instance
 
 
-def check_separate_streams(instance: str, plan: str) -> None:
-    """Fail when the instance and the plan name one stream (``/dev/stdin`` twice, one pipe), which gives its
-    contents to the first read only: the plan was then read as an empty file."""
+def check_separate_streams(instance: str, plan: str, names: tuple[str, str] = ("instance", "plan")) -> None:
+    """Fail when the instance and the plan (the two files ``names`` calls so) name one stream (``/dev/stdin``
+    twice, one pipe), which gives its contents to the first read only: the plan was then read as an empty file."""
     try:
         first, second = os.stat(instance), os.stat(plan)
     except OSError:   # a missing file is refused where it is read
         return
     if (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino) and not stat.S_ISREG(first.st_mode):
-        raise UsageError(f"{plan}: the instance and the plan are read from the same stream, which gives its "
+        raise UsageError(f"{plan}: the {names[0]} and the {names[1]} are read from the same stream, which gives its "
                          "contents once; give one of them as a file")
 
 

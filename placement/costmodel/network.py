@@ -284,17 +284,16 @@ def bundled_networks() -> tuple[str, ...]:
 
 
 def load_network(name_or_path: str | Path) -> Network:
-    """A network by file path, or by bundled name (case-insensitive, e.g. ``vgg-a``)."""
+    """A network by file path (a pipe's or ``/dev/stdin``'s too), or by bundled name (case-insensitive, e.g.
+    ``vgg-a``)."""
     if not isinstance(name_or_path, (str, PathLike)):
         raise InvalidParameterError("name_or_path", f"must be a network name or file path, not "
                                                     f"{type(name_or_path).__name__}")
     path = Path(name_or_path)
-    if str(name_or_path) and path.is_file():
-        return read_network(path)
     if str(name_or_path) and path.is_dir():   # Path("") is the current directory: an empty name is no path
         raise InvalidInstanceError(f"{path}: is a directory, not a network file")
-    if str(name_or_path) and path.exists():
-        raise InvalidInstanceError(f"{path}: is not a regular file, so not a network file")
+    if str(name_or_path) and path.exists():   # a pipe (/dev/stdin) too: read as a stream, to the size limit
+        return read_network(path)
     key = str(name_or_path).lower()
     if key in bundled_networks():
         with resources.as_file(_bundled_resource(key)) as file:
