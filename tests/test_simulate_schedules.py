@@ -322,6 +322,26 @@ def test_a_memory_bound_holds_what_fits_it_as_written(schedule):
     assert [(run.iteration_time, run.stages[0].peak_in_flight) for run in runs] == [(9.0, 2), (9.0, 2)]
 
 
+@pytest.mark.parametrize("schedule", ["zb-h1", "zb-h2"])
+def test_a_bound_that_holds_every_micro_batch_at_extreme_magnitudes_is_no_limit(schedule):
+    """Activations of 1e-300 under a bound of 1e300, or of 1e-320 beside node memory 1 under 1e308: the bound
+    holds more micro-batches than the schedule's own limit, so the run is the run without a bound. The
+    quotient (bound − node memory) / activations overflowed to infinity, and the run raised OverflowError."""
+    def pair(memory: float, activations: float, bound: float) -> tuple[placement.Instance, Plan]:
+        instance, plan = _decimal_memory_pair(memory, bound)
+        edges = tuple(Edge(e.src, e.dst, size=activations if e.size else 0.0) for e in instance.edges)
+        return placement.Instance(instance.nodes, edges, instance.device_types), plan
+
+    def figures(run) -> tuple:
+        return run.iteration_time, [stage.peak_in_flight for stage in run.stages]
+
+    free = figures(placement.simulate(*_decimal_memory_pair(1.0, math.inf), schedule=schedule, microbatches=6,
+                                      w_fraction=0.5))
+    for memory, activations, bound in ((1e-300, 1e-300, 1e300), (1.0, 1e-320, 1e308)):
+        assert figures(placement.simulate(*pair(memory, activations, bound), schedule=schedule, microbatches=6,
+                                          w_fraction=0.5)) == free
+
+
 def test_a_bound_met_as_written_by_one_micro_batch_is_not_refused():
     """Node memory 0.5 and 0.2 bytes of activations under a bound of 0.7: one micro-batch fits (0.5 + 0.2 = 0.7 as
     written), so zb-h1 runs it one micro-batch at a time; (0.7 − 0.5) // 0.2 in floating point is 0, and the

@@ -103,17 +103,20 @@ class Stage:
         held = [(size, microbatches) for size in (*activation, *buffers)]
         return fits_counted([(size, 1) for size in static] + held, self.memory_bound)
 
-    def most_held(self) -> int | None:
-        """The most micro-batches whose activations fit beside the node memory (:meth:`holds`); ``None``
-        where nothing limits them (no activation bytes, no memory bound)."""
+    def most_held(self, most: int) -> int | None:
+        """The most micro-batches, up to ``most``, whose activations fit beside the node memory (:meth:`holds`,
+        found by bisection: a count that fits is never above one that does not); ``None`` where nothing limits
+        them (no activation bytes, no memory bound). No quotient of the sizes is taken: at a bound of 1e300 and
+        activations of 1e-300 it is no integer, and far from the exact count it is off by many."""
         if not self.activation_bytes or not math.isfinite(self.memory_bound):
             return None
-        count = max(int((self.memory_bound - self.static_memory) // self.activation_bytes), 0)
-        while self.holds(count + 1):   # the rounded quotient is off by one at most, either way
-            count += 1
-        while count > 0 and not self.holds(count):
-            count -= 1
-        return count
+        if self.holds(most):
+            return most
+        fits, over = 0, most   # holds(fits) or fits == 0; not holds(over)
+        while over - fits > 1:
+            middle = (fits + over) // 2
+            fits, over = (middle, over) if self.holds(middle) else (fits, middle)
+        return fits
 
     @property
     def comm(self) -> float:

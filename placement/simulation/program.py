@@ -289,7 +289,7 @@ def stage_caps(pipeline: Pipeline, schedule: Schedule) -> list[int | None]:
     for s, st in enumerate(pipeline.stages):
         fits = None
         if schedule.zero_bubble is not None and st.activation_bytes and math.isfinite(st.memory_bound):
-            fits = st.most_held()
+            fits = st.most_held(in_flight_cap(schedule, s, n))
             if fits is not None and fits < 1:
                 raise InvalidParameterError(
                     "schedule", f"{schedule.name!r} cannot run this plan: {st.label} holds node memory "
