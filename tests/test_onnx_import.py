@@ -547,10 +547,10 @@ def test_attention_pattern_is_one_fused_operator():
                    [("Q", [1, 2, 4, 8]), ("K", [1, 2, 8, 4]), ("V", [1, 2, 4, 8])], ["O"], [scale])
     graph = graph_from_onnx(model, "attn")
     # torch's rule for q [1,2,4,8], k with S = 4 keys, v [1,2,4,8]: 2 * (64 / 8) * 4 * (8 + 8) = 1,024 FLOPs
-    # (the two MatMuls: 2*32*8 + 2*64*4). Bytes: Q, K, V 256 B each, the scale 4 B, output 256 B; the
+    # (the two MatMuls: 2*32*8 + 2*64*4). Bytes: Q, K, V 256 B each, output 256 B (the scale is a number); the
     # 4x4 score matrices are never written.
     assert [(op.name, op.target, op.kind, op.flops, op.bytes_moved, op.kernels) for op in graph.ops] == [
-        ("/attn/MatMul_1", "Mul+MatMul+Softmax+MatMul", "attention", 1024.0, 1028.0, 1)]
+        ("/attn/MatMul_1", "Mul+MatMul+Softmax+MatMul", "attention", 1024.0, 1024.0, 1)]
     assert graph.ops[0].module_path == ("attn",)
 
 
@@ -609,11 +609,11 @@ GELU_SCALARS = [_scalar("sqrt2", 2 ** 0.5), _scalar("one", 1.0), _scalar("half",
 
 def test_a_decomposed_gelu_is_one_kernel_unless_a_piece_is_read_elsewhere():
     """GELU below opset 20, as the exporters write it, on X [2, 8]: one pointwise kernel of torch's
-    8 FLOPs per element (128), reading X (64 B) and the three scalars (12 B) and writing Y (64 B):
-    140 B, where its five nodes alone would move 132 + 128 + 132 + 192 + 132 = 716 B."""
+    8 FLOPs per element (128), reading X (64 B) and writing Y (64 B): 128 B (its three scalars are numbers,
+    read from no memory), where its five nodes alone would move 128 + 128 + 128 + 192 + 128 = 704 B."""
     graph = graph_from_onnx(_graph(GELU_NODES, [("X", [2, 8])], ["Y"], GELU_SCALARS), "gelu")
     assert [(op.target, op.kind, op.flops, op.bytes_moved, op.kernels) for op in graph.ops] == [
-        ("Div+Erf+Add+Mul+Mul", "pointwise", 128.0, 140.0, 1)]
+        ("Div+Erf+Add+Mul+Mul", "pointwise", 128.0, 128.0, 1)]
     assert [s.op for s in graph.ops[0].operators] == ["gelu"]
     # the Erf's result is also returned: it is written, so every node stays a kernel of its own
     graph = graph_from_onnx(_graph(GELU_NODES, [("X", [2, 8])], ["Y", "e"], GELU_SCALARS), "gelu")
@@ -640,8 +640,8 @@ def test_silu_needs_its_input_read_twice_and_scalars_only():
 
 def test_a_decomposed_layer_norm_is_one_normalisation_with_its_affine_epilogue():
     """LayerNorm below opset 17 (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div), then its weight and
-    bias, on X [2, 8]: one normalisation of 5 FLOPs per element (80), reading X 64 B, the two scalars
-    8 B, weight and bias 32 B each, writing 64 B: 200 B; the weight and bias are its parameters."""
+    bias, on X [2, 8]: one normalisation of 5 FLOPs per element (80), reading X 64 B, weight and bias 32 B
+    each, writing 64 B: 192 B; the weight and bias are its parameters (the two scalars are numbers)."""
     nodes = [helper.make_node("ReduceMean", ["X"], ["mu"], name="/ln/ReduceMean", axes=[-1]),
              helper.make_node("Sub", ["X", "mu"], ["c"], name="/ln/Sub"),
              helper.make_node("Pow", ["c", "two"], ["sq"], name="/ln/Pow"),
@@ -654,16 +654,15 @@ def test_a_decomposed_layer_norm_is_one_normalisation_with_its_affine_epilogue()
     inits = [_scalar("two", 2.0), _scalar("eps", 1e-5), numpy_helper.from_array(np.ones(8, dtype=np.float32), "G"),
              numpy_helper.from_array(np.zeros(8, dtype=np.float32), "B")]
     graph = graph_from_onnx(_graph(nodes, [("X", [2, 8])], ["Y"], inits), "ln")
-    assert [(op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [("norm", 80.0, 200.0)]
-    assert [(p.name, p.trainable) for p in graph.ops[0].params] == [("two", False), ("eps", False), ("G", True),
-                                                                  ("B", True)]
+    assert [(op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [("norm", 80.0, 192.0)]
+    assert [(p.name, p.trainable) for p in graph.ops[0].params] == [("G", True), ("B", True)]
     assert [s.op for s in graph.ops[0].operators] == ["layernorm"]
 
 
 def test_an_rms_norm_whose_rsqrt_is_a_division_is_one_normalisation():
     """The TorchScript exporter writes ``torch.rsqrt(v)`` as ``Div(1, Sqrt(v))``, not ``Reciprocal``: T5's and
     LLaMA's RMSNorm (Pow, ReduceMean, Add, Sqrt, Div, Mul), then its weight, on X [2, 8], is one normalisation
-    of 5 FLOPs per element (80), reading X 64 B, the three scalars 12 B and the weight 32 B, writing 64 B."""
+    of 5 FLOPs per element (80), reading X 64 B and the weight 32 B, writing 64 B (the three scalars are numbers)."""
     nodes = [helper.make_node("Pow", ["X", "two"], ["sq"], name="/rms/Pow"),
              helper.make_node("ReduceMean", ["sq"], ["var"], name="/rms/ReduceMean", axes=[-1]),
              helper.make_node("Add", ["var", "eps"], ["ve"], name="/rms/Add"),
@@ -674,7 +673,7 @@ def test_an_rms_norm_whose_rsqrt_is_a_division_is_one_normalisation():
     inits = [_scalar("two", 2.0), _scalar("eps", 1e-6), _scalar("one", 1.0),
              numpy_helper.from_array(np.ones(8, dtype=np.float32), "G")]
     graph = graph_from_onnx(_graph(nodes, [("X", [2, 8])], ["Y"], inits), "rms")
-    assert [(op.kind, op.flops, op.bytes_moved, op.kernels) for op in graph.ops] == [("norm", 80.0, 172.0, 1)]
+    assert [(op.kind, op.flops, op.bytes_moved, op.kernels) for op in graph.ops] == [("norm", 80.0, 160.0, 1)]
     assert [s.op for s in graph.ops[0].operators] == ["layernorm"]
 
 
@@ -799,7 +798,7 @@ def test_a_dropout_in_evaluation_or_of_probability_0_is_no_operator():
     """Dropout(X, ratio, training_mode) over X [2,4] returns X where training_mode is false or ratio is 0
     (given as initializers or Constant nodes): a view, no bytes and no kernel, as a Dropout without
     training_mode. In training with a ratio of 0.5 it is the pointwise kernel: 8 FLOPs, reading 32 B of X
-    (and 4 B of ratio, 1 B of training_mode) and writing Y (32 B) and its mask (8 B of bool)."""
+    and writing Y (32 B) and its mask (8 B of bool)."""
     def dropout(ratio, training, constants=False):
         values = [numpy_helper.from_array(np.array(ratio, dtype=np.float32), "r"),
                   numpy_helper.from_array(np.array(training), "t")]
@@ -814,7 +813,27 @@ def test_a_dropout_in_evaluation_or_of_probability_0_is_no_operator():
         assert [(op.kind, op.flops, op.bytes_moved, op.kernels) for op in ops] == [("view", 0.0, 0.0, 0),
                                                                                    ("pointwise", 8.0, 64.0, 1)]
     ops = dropout(0.5, True)
-    assert [(op.kind, op.flops, op.bytes_moved, op.kernels) for op in ops][0] == ("pointwise", 8.0, 32 + 4 + 1 + 40, 1)
+    # ratio and training_mode are numbers of the program (F.dropout's p and training): no bytes, no memory
+    assert [(op.kind, op.flops, op.bytes_moved, op.kernels, op.params) for op in ops][0] == ("pointwise", 8.0,
+                                                                                            32 + 40, 1, ())
+
+
+def test_a_constant_of_one_element_is_a_number_of_the_program_not_memory():
+    """Exporters write the numbers PyTorch passes to its kernels (``x * -10000.0``, ``torch.where(z > 0, z, 0.0)``,
+    an attention's scale) as one-element initializers or ``Constant`` nodes, which PyTorch neither holds nor reads
+    from memory. Over X [2, 4] @ W [4, 4]: the Mul by ``s`` reads and writes 32 B each, the Greater reads 32 B and
+    writes 8 B of bool, the Where reads 8 + 32 B and writes 32 B; none holds ``s`` or ``zero``."""
+    inits = [numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4) / 10, "W"),
+             numpy_helper.from_array(np.array(-10000.0, dtype=np.float32), "s")]
+    nodes = [helper.make_node("MatMul", ["X", "W"], ["H"], name="/lin/MatMul"),
+             helper.make_node("Mul", ["H", "s"], ["M"], name="/mask/Mul"),
+             helper.make_node("Constant", [], ["zero"], value=numpy_helper.from_array(np.array(0.0, dtype=np.float32))),
+             helper.make_node("Greater", ["M", "zero"], ["C"], name="/act/Greater"),
+             helper.make_node("Where", ["C", "M", "zero"], ["Y"], name="/act/Where")]
+    ops = graph_from_onnx(_graph(nodes, [("X", [2, 4])], ["Y"], inits), "g").ops
+    assert [(op.name, op.bytes_moved, [(p.name, p.nbytes, p.trainable) for p in op.params]) for op in ops] == [
+        ("/lin/MatMul", 128.0, [("W", 64.0, True)]), ("/mask/Mul", 64.0, []), ("/act/Greater", 40.0, []),
+        ("/act/Where", 72.0, [])]
 
 
 def test_the_calls_of_a_model_s_own_function_are_its_nodes_in_the_caller_s_module():
@@ -1122,8 +1141,8 @@ def test_empty_dimensions_are_costed_by_the_rules_without_dividing_by_them():
 def test_biases_are_no_operands_and_a_single_float_is_no_parameter():
     """mlp_model's MatMul+Add fuses into one matmul reading W1 (an operand) and B1 (added: no operand);
     the Gemm reads W2 (operand) and B2 (its C, added). A mask-style Mul by a one-element float
-    initializer reads a constant of the program, not a trained parameter: nothing before it needs a
-    gradient, so its backward is free."""
+    initializer reads a number of the program, no parameter: nothing before it needs a gradient, so its
+    backward is free."""
     graph = graph_from_onnx(mlp_model())
     params = {p.name: (p.trainable, p.operand) for op in graph.ops for p in op.params}
     assert params == {"W1": (True, True), "B1": (True, False), "W2": (True, True), "B2": (True, False)}
@@ -1134,7 +1153,7 @@ def test_biases_are_no_operands_and_a_single_float_is_no_parameter():
     graph = graph_from_onnx(masked)
     from placement.io.opgraph import gradient_flow
 
-    assert [p.trainable for op in graph.ops for p in op.params] == [False]
+    assert [p.trainable for op in graph.ops for p in op.params] == []
     assert [g.needed for g in gradient_flow(graph)] == [False, False]
 
 

@@ -399,15 +399,15 @@ def test_scope_metadata_that_is_no_list_of_names_is_ignored(scopes):
 
 
 def test_an_expand_of_a_constant_is_a_tensor_not_parameter_memory():
-    """Add(X, Expand(1.0, [64, 64])): the Expand reads a 4-byte constant (its int64 shape is a host value); it
-    is an operator (a view) whose output the Add reads, not 16 KiB of constant data held as memory."""
+    """Add(X, Expand(1.0, [64, 64])): the Expand reads a number (its int64 shape is a host value); it is an
+    operator (a view) whose output the Add reads, not 16 KiB of constant data held as memory."""
     one = helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.array(1.0, np.float32)))
     size = helper.make_node("Constant", [], ["size"], value=numpy_helper.from_array(np.array([64, 64], np.int64)))
     nodes = [one, size, helper.make_node("Expand", ["one", "size"], ["E"], name="/expand"),
              helper.make_node("Add", ["X", "E"], ["Y"], name="/add")]
     graph = graph_from_onnx(model(nodes, [("X", [64, 64])], [("Y", None)]), "expand")
     assert [(op.name, op.kind) for op in graph.ops] == [("/expand", "view"), ("/add", "pointwise")]
-    assert [[(p.name, p.nbytes) for p in op.params] for op in graph.ops] == [[("one", 4.0)], []]
+    assert [[(p.name, p.nbytes) for p in op.params] for op in graph.ops] == [[], []]
     assert edges(graph) == [(1, 0)]
 
 
@@ -584,8 +584,8 @@ def test_an_epilogue_is_a_bias_or_an_affine_not_any_parameter():
 def test_a_small_int8_weight_dequantized_is_a_weight_of_one_byte_an_element():
     """DequantizeLinear of a 16x16 int8 weight with a constant scale reads only constants; folded as
     shape arithmetic, it became a 1,024-byte fp32 constant and no kernel, where a 64x64 one stayed a
-    kernel with its 4,096 int8 bytes. Both are kernels now: the 16x16 weight is 256 bytes, and the
-    dequantization 256 FLOPs, one per element."""
+    kernel with its 4,096 int8 bytes. Both are kernels now: the 16x16 weight is 256 bytes (the scale a
+    number, held in no memory), and the dequantization 256 FLOPs, one per element."""
     scale = helper.make_node("Constant", [], ["s"], value=numpy_helper.from_array(np.array(0.1, np.float32)))
     nodes = [scale, helper.make_node("DequantizeLinear", ["wq", "s"], ["w"], name="dq"),
              helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
@@ -594,7 +594,7 @@ def test_a_small_int8_weight_dequantized_is_a_weight_of_one_byte_an_element():
         warnings.simplefilter("error")
         graph = graph_from_onnx(model(nodes, [("x", [2, 16])], [("y", None)], [wq]), "qdq")
     assert [(op.name, op.flops) for op in graph.ops] == [("dq", 256.0), ("mm", 1024.0)]
-    assert [(p.name, p.nbytes) for p in graph.ops[0].params] == [("wq", 256.0), ("s", 4.0)]
+    assert [(p.name, p.nbytes) for p in graph.ops[0].params] == [("wq", 256.0)]
 
 
 def test_an_uneven_split_of_a_parameter_written_as_a_sequence():

@@ -22,8 +22,9 @@ main graph is an operator, in graph order, except ``Constant`` nodes: their valu
 (dense or sparse), are data the consumers read (initializers of floating-point type and more than one
 element are the trained parameters, except a BatchNormalization's statistics, the zeros read only as a
 recurrent operator's initial state (:func:`_zero_initial_states`) and those read only as sizes or scales,
-a ``Resize``'s scales (:func:`_sizes_only`); a single float is a constant of the program, such as a scale
-exporters write as an initializer); an ``Identity`` of
+a ``Resize``'s scales (:func:`_sizes_only`)); a floating-point or boolean initializer or ``Constant`` of one
+element is a number of the program, as PyTorch passes it to its kernel (a scale, a fill value, a dropout's ratio
+and mode): held in no memory, read without moving bytes; an ``Identity`` of
 such data (an alias exporters write for shared or deduplicated parameters) is that data, read
 under its own name, and so is the transposed copy exporters write of a tied weight
 (:mod:`placement.io.onnx_tied`). An ``Identity`` of a model input, or a chain of them, is that input:
@@ -1289,6 +1290,10 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
 
     paths = _inherit_paths(nodes)
     data = set(params) | constants | set(derived)
+    # a floating-point or boolean constant of one element (a scale, a fill value, a dropout's ratio and mode) is a
+    # number PyTorch passes to its kernel: neither held nor read from memory
+    numbers = {t for t in data - set(derived) if t in table and table[t].numel <= 1
+               and (table[t].floating or table[t].type_name == "BOOL")}
     parts = _parameter_views(nodes, data)
     groups = fuse([FusionNode(n.node.op_type, n.kind, tuple(n.node.input), tuple(n.node.output),
                               _softmax_along_last(n.node, n.ins, opset)) for n in nodes],
@@ -1328,6 +1333,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         sized = {(x, _reads_as_size(m.node, i) or _reads_as_select(m.node, i, table))
                  for m in members for i, x in enumerate(m.node.input)}
         host = {t for t, as_size in sized if as_size and (t, False) not in sized and (t in constants or t in params)}
+        host |= numbers
         for t in dict.fromkeys(x for m in members for x in m.node.input if x and x not in internal and x not in host):
             info = table[t]
             read_bytes += info.nbytes
@@ -1341,7 +1347,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                 held = {p.name for p in used_params}
                 used_params.extend(Param(tied.get(p, p), table[p].nbytes, p not in statistics, t not in added)
                                    for p in derived[t] if tied.get(p, p) not in held)
-            elif t in params:   # a float of one element is a constant of the program (a scale), not trained
+            elif t in params:
                 used_params.append(Param(tied.get(t, t), info.nbytes,
                                          info.floating and info.numel > 1 and t not in statistics, t not in added))
             elif t in constants:
