@@ -1761,8 +1761,9 @@ def test_a_constant_of_shape_another_domain_s_operator_reads_stays_a_kernel():
 def test_the_zeros_a_recurrent_layer_starts_from_are_no_trained_parameter(value, trained):
     """The dynamo exporter's optimiser folds the zeros nn.LSTM starts from when given no state into an
     initializer, which two stacked layers read as their initial hidden and cell state. Like torch.export's
-    zeros, it is no trained parameter: no gradient, not shared between the layers. An initial state of
-    other values (here ``value`` plus steps of 0.01, not all equal) is a parameter the model trains."""
+    zeros, it is no parameter: no gradient, not shared between the layers, held in no node's memory (the layers
+    still read its 256 B). An initial state of other values (here ``value`` plus steps of 0.01, not all equal)
+    is a parameter the model trains."""
     model = _recurrent_model("LSTM")
     graph = model.graph
     state = np.full((1, 4, 16), value, dtype=np.float32) + (np.arange(64, dtype=np.float32).reshape(1, 4, 16) / 100
@@ -1776,12 +1777,14 @@ def test_the_zeros_a_recurrent_layer_starts_from_are_no_trained_parameter(value,
     graph.initializer.append(numpy_helper.from_array(np.ones((1, 64, 16), dtype=np.float32), "W2"))
     graph.output[0].name = "Z"
     ops = graph_from_onnx(model, "rnn").ops
+    state = [("state", 256.0, True)] if trained else []
     assert [[(p.name, p.nbytes, p.trainable) for p in op.params] for op in ops] == [
-        [("W", 3072.0, True), ("R", 4096.0, True), ("B", 512.0, True), ("state", 256.0, trained)],
+        [("W", 3072.0, True), ("R", 4096.0, True), ("B", 512.0, True), *state],
         [],   # the Squeeze's axis: a host value
-        [("W2", 4096.0, True), ("R", 4096.0, True), ("B", 512.0, True), ("state", 256.0, trained)]]
+        [("W2", 4096.0, True), ("R", 4096.0, True), ("B", 512.0, True), *state]]
     imported = build(group_ops(graph_from_onnx(model, "rnn"), "operator"), make_platform("h100", "epyc-7763", 4, 0),
                      training=True)
+    assert imported.graph.param_bytes(0) == 3072 + 4096 + 512 + (256 if trained else 0)
     assert imported.instance["about"].get("shared_parameters") == ({"R": [0, 2], "B": [0, 2], "state": [0, 2]}
                                                                    if trained else {"R": [0, 2], "B": [0, 2]})
 

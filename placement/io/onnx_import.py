@@ -21,7 +21,8 @@ by the nodes of the branch it takes, in its module (:mod:`placement.io.onnx_bran
 main graph is an operator, in graph order, except ``Constant`` nodes: their values, like the initializers
 (dense or sparse), are data the consumers read (initializers of floating-point type and more than one
 element are the trained parameters, except a BatchNormalization's statistics, the zeros read only as a
-recurrent operator's initial state (:func:`_zero_initial_states`) and those read only as sizes or scales,
+recurrent operator's initial state (:func:`_zero_initial_states`: read, but no parameter, held in no memory)
+and those read only as sizes or scales,
 a ``Resize``'s scales (:func:`_sizes_only`)); a floating-point or boolean initializer or ``Constant`` of one
 element is a number of the program, as PyTorch passes it to its kernel (a scale, a fill value, a dropout's ratio
 and mode): held in no memory, read without moving bytes; an ``Identity`` of
@@ -996,9 +997,9 @@ def _parameter_views(nodes: list[_Node], data: set[str]) -> set[str]:
 def _zero_initial_states(graph: Any, folder: str | Path | None) -> set[str]:
     """The initializers of zeros that only recurrent operators read, as their initial hidden or cell state:
     the zeros torch's ``LSTM``, ``GRU`` and ``RNN`` start from when given no state, which the dynamo
-    exporter's optimiser folds into an initializer. They are constants of the program, not trained
-    parameters (an initial state the model trains is no such folded tensor of zeros, unless its training
-    has not begun)."""
+    exporter's optimiser folds into an initializer. They are constants of the program, no parameters (held in
+    no memory, as torch.export's ``zeros`` are not; an initial state the model trains is no such folded tensor
+    of zeros, unless its training has not begun)."""
     readers = _readers(graph)
     returned = {v.name for v in graph.output}
 
@@ -1347,6 +1348,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                 held = {p.name for p in used_params}
                 used_params.extend(Param(tied.get(p, p), table[p].nbytes, p not in statistics, t not in added)
                                    for p in derived[t] if tied.get(p, p) not in held)
+            elif t in initial_states:   # zeros a recurrent layer starts from: read, but no parameter
+                pass
             elif t in params:
                 used_params.append(Param(tied.get(t, t), info.nbytes,
                                          info.floating and info.numel > 1 and t not in statistics, t not in added))
