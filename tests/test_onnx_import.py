@@ -836,6 +836,38 @@ def test_a_constant_of_one_element_is_a_number_of_the_program_not_memory():
         ("/act/Where", 72.0, [])]
 
 
+@pytest.mark.parametrize("scale, constants, held", [(1.0, False, False), (1.0, True, False), (2.0, False, True)],
+                         ids=["initializers", "constants", "a-scale-of-twos"])
+def test_the_identity_scale_and_bias_of_a_group_norm_decomposition_are_no_parameters(scale, constants, held):
+    """Both exporters write nn.GroupNorm(2, 8) on X [2, 8, 4] as X reshaped to [2, 2, 16], an
+    InstanceNormalization with a scale of ones and a bias of zeros per group (ONNX requires both), reshaped
+    back, then Mul(weight) and Add(bias) of the 8 channels: one group_norm kernel, which reads the weight and
+    bias alone (32 B each). The ones and zeros, as initializers (dynamo) or Constant nodes (TorchScript), counted
+    as 16 B of trained parameters and 16 B read; they are no parameters now. A scale of other values is the
+    model's own: a trained parameter, as before."""
+    affine = [numpy_helper.from_array(np.arange(8, dtype=np.float32).reshape(8, 1) / 10 + k, n)
+              for k, n in ((1, "w"), (0, "b"))]
+    sizes = [numpy_helper.from_array(np.array(s, dtype=np.int64), n) for s, n in (([0, 2, -1], "groups"),
+                                                                                 ([2, 8, 4], "shape"))]
+    identity = [numpy_helper.from_array(np.full(2, scale, dtype=np.float32), "ones"),
+                numpy_helper.from_array(np.zeros(2, dtype=np.float32), "zeros")]
+    nodes = [helper.make_node("Reshape", ["X", "groups"], ["R"], name="/gn/Reshape"),
+             helper.make_node("InstanceNormalization", ["R", "ones", "zeros"], ["N"], name="/gn/InstanceNormalization"),
+             helper.make_node("Reshape", ["N", "shape"], ["S"], name="/gn/Reshape_1"),
+             helper.make_node("Mul", ["S", "w"], ["M"], name="/gn/Mul"),
+             helper.make_node("Add", ["M", "b"], ["Y"], name="/gn/Add")]
+    if constants:
+        nodes[:0] = [helper.make_node("Constant", [], [v.name], value=v) for v in identity]
+    inits = affine + sizes + ([] if constants else identity)
+    ops = graph_from_onnx(_graph(nodes, [("X", [2, 8, 4])], ["Y"], inits), "gn").ops
+    own = [("ones", 8.0, True), ("zeros", 8.0, True)] if held else []
+    # X and Y 256 B each, the weight and bias 32 B each (and the model's own scale and bias 8 B each)
+    assert [(op.target, op.bytes_moved, [(p.name, p.nbytes, p.trainable) for p in op.params]) for op in ops] == [
+        ("Reshape", 0.0, []),
+        ("InstanceNormalization+Reshape+Mul+Add", 576.0 + (16 if held else 0),
+         [*own, ("w", 32.0, True), ("b", 32.0, True)])]
+
+
 def test_the_calls_of_a_model_s_own_function_are_its_nodes_in_the_caller_s_module():
     """A model-local function Block(x, w) = Relu(MatMul(x, w)) + x, called by /b1/Block and /b2/Block on X [2,8]
     with weights W1, W2 [8,8], as the TorchScript exporter writes modules given in export_modules_as_functions.

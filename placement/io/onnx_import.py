@@ -21,8 +21,9 @@ by the nodes of the branch it takes, in its module (:mod:`placement.io.onnx_bran
 main graph is an operator, in graph order, except ``Constant`` nodes: their values, like the initializers
 (dense or sparse), are data the consumers read (initializers of floating-point type and more than one
 element are the trained parameters, except a BatchNormalization's statistics, the zeros read only as a
-recurrent operator's initial state (:func:`_zero_initial_states`: read, but no parameter, held in no memory)
-and those read only as sizes or scales,
+recurrent operator's initial state (:func:`_zero_initial_states`: read, but no parameter, held in no memory),
+the identity scale and bias of a ``group_norm`` written out (:func:`_group_norm_identities`: neither held nor
+read) and those read only as sizes or scales,
 a ``Resize``'s scales (:func:`_sizes_only`)); a floating-point or boolean initializer or ``Constant`` of one
 element is a number of the program, as PyTorch passes it to its kernel (a scale, a fill value, a dropout's ratio
 and mode): held in no memory, read without moving bytes; an ``Identity`` of
@@ -156,7 +157,7 @@ from placement.io.onnx_checks import (check_default_opset, check_element_types, 
 from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.onnx_sequences import split_sequences
 from placement.io.onnx_shapes import RECURRENT_GATES, SMALL, shaped_model, static_shapes, written_by
-from placement.io.onnx_tied import constant_valued, transposed_copies, zero_valued
+from placement.io.onnx_tied import constant_valued, one_valued, transposed_copies, zero_valued
 from placement.io.op_grouping import check_grouping, group_ops
 from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
                                   check_options, typed_integer_operators)
@@ -1014,6 +1015,47 @@ def _zero_initial_states(graph: Any, folder: str | Path | None) -> set[str]:
             and zero_valued(init, folder)}
 
 
+def _group_norm_identities(graph: Any, table: dict[str, _Tensor], folder: str | Path | None) -> set[str]:
+    """The scale of ones and bias of zeros of the ``InstanceNormalization`` nodes that exporters write for
+    ``group_norm``: its input reshaped to ``[N, G, -1]``, normalised per group with a scale and a bias, which ONNX
+    requires, and reshaped back (then multiplied by the weight and added the bias of the ``C`` channels, the
+    parameters PyTorch's kernel reads). An identity so written, initializers or ``Constant`` values that only
+    such nodes read, as their scale and bias, is a constant of the program: no parameter, never read from memory.
+    A scale or bias of other values is the model's own."""
+    readers = _readers(graph)
+    writers = {name: node for node in graph.node for name in node.output if name}
+    values = {init.name: init for init in graph.initializer}
+    values.update((node.output[0], attr.t) for node in graph.node if node.op_type == "Constant" and node.output
+                  for attr in node.attribute if attr.name == "value" and attr.HasField("t"))
+
+    def reshape(node: Any) -> bool:
+        return node is not None and node.op_type == "Reshape" and node.domain in ("", "ai.onnx")
+
+    def regrouped(node: Any) -> bool:
+        """Whether ``node`` normalises a reshape of a tensor that its output is reshaped back to."""
+        if node.op_type != "InstanceNormalization" or node.domain not in ("", "ai.onnx") or len(node.input) < 3:
+            return False
+        before = writers.get(node.input[0])
+        after = readers.get(node.output[0], []) if node.output and node.output[0] else []
+        if not reshape(before) or len(after) != 1 or not reshape(graph.node[after[0][0]]) or after[0][1] != 0:
+            return False
+        source, grouped, result = before.input[0], node.input[0], graph.node[after[0][0]].output[0]
+        return (all(t in table for t in (source, grouped, result)) and table[source].shape != table[grouped].shape
+                and table[result].shape == table[source].shape)
+
+    found: set[str] = set()
+    for node in graph.node:
+        if not regrouped(node):
+            continue
+        scale, bias = node.input[1], node.input[2]
+        if (scale in values and bias in values and one_valued(values[scale], folder)
+                and zero_valued(values[bias], folder)
+                and all(regrouped(graph.node[k]) and position == i
+                        for name, i in ((scale, 1), (bias, 2)) for k, position in readers[name])):
+            found.update((scale, bias))
+    return found
+
+
 def _sizes_only(graph: Any, params: dict[str, _Tensor]) -> set[str]:
     """The initializers that every node reading them reads as a size, axis, position or scale
     (:data:`SHAPE_INPUTS`): a ``Resize``'s floating-point ``scales`` and ``roi``, which the dynamo exporter's
@@ -1204,6 +1246,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     constants |= {name for k in folded for name in model.graph.node[k].output if name}
     derived, relaid = _parameter_derivations(model.graph, table, params, constants, folded)
     initial_states = _zero_initial_states(model.graph, folder)
+    identities = _group_norm_identities(model.graph, table, folder)
     sizes = _sizes_only(model.graph, params)
     folded = folded | relaid
     symbolic, shapeless = _symbolic_dims(model), _shapeless_inputs(model)
@@ -1295,6 +1338,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     # number PyTorch passes to its kernel: neither held nor read from memory
     numbers = {t for t in data - set(derived) if t in table and table[t].numel <= 1
                and (table[t].floating or table[t].type_name == "BOOL")}
+    numbers |= identities   # and so is the identity scale and bias of a group_norm written out
     parts = _parameter_views(nodes, data)
     groups = fuse([FusionNode(n.node.op_type, n.kind, tuple(n.node.input), tuple(n.node.output),
                               _softmax_along_last(n.node, n.ins, opset)) for n in nodes],
@@ -1327,7 +1371,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         # BatchNormalization's running mean and variance (inputs 3 and 4), a recurrent layer's initial zeros:
         # never trained
         statistics = {x for m in members if m.node.op_type == "BatchNormalization" for x in m.node.input[3:5]}
-        statistics |= (initial_states | sizes) & {x for m in members for x in m.node.input}
+        statistics |= (initial_states | sizes | identities) & {x for m in members for x in m.node.input}
         # sizes, axes, positions and scales the file holds (a Reshape's shape, a ReduceMean's axes, a Resize's
         # scales, a select's index): host values in PyTorch (F.interpolate's scale_factor too), never read from the
         # device's memory

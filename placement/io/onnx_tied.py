@@ -63,6 +63,13 @@ def zero_valued(init: Any, folder: str | Path | None = None) -> bool:
     return values is not None and values.size > 0 and not values.any()
 
 
+def one_valued(init: Any, folder: str | Path | None = None) -> bool:
+    """Whether every value of tensor ``init`` is one (external data read from ``folder``); false where they cannot
+    be read."""
+    values = _values(init, None if folder is None else Path(folder))
+    return values is not None and values.size > 0 and bool((values == 1).all())
+
+
 def _corners(values: Any) -> tuple[Any, Any, Any, Any] | None:
     """The four corners of a matrix, ``None`` for an empty or constant one (never merged)."""
     if values is None or values.size == 0 or (values == values.flat[0]).all():
