@@ -687,7 +687,8 @@ def summary_error(summary: Any) -> str | None:
 
 
 def report_only(args: argparse.Namespace) -> int:
-    """Rebuild the checks, tables and plot from OUT/results.json of a finished reproduction."""
+    """Rebuild the checks, tables and plot from OUT/results.json of a finished reproduction; the results.json it
+    writes again keeps the settings the runs were made with (instances, parts, limits, machine)."""
     path = args.out / "results.json"
     try:
         summary = json.loads(path.read_text())
@@ -700,8 +701,8 @@ def report_only(args: argparse.Namespace) -> int:
     if "partial" in summary:
         print(f"error: {path} holds a reproduction that did not finish ({summary['partial']})", file=sys.stderr)
         return 2
-    for key in ("time_limit", "heuristic_time_limit", "restarts", "seed", "latency_calls", "date", "cores", "python",
-                "machine"):
+    for key in ("instances", "only", "filter", "time_limit", "heuristic_time_limit", "restarts", "seed",
+                "latency_calls", "date", "cores", "python", "machine"):
         if key in summary["settings"]:
             setattr(args, key, summary["settings"][key])
     return write_reports(args, summary["throughput"], summary["latency"], summary["total_wall_s"],

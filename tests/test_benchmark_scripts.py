@@ -204,6 +204,21 @@ def test_reproduce_report_only_refuses_a_malformed_summary(tmp_path, summary, wh
     assert sorted(p.name for p in out.iterdir()) == ["results.json"]
 
 
+def test_reproduce_report_only_keeps_the_settings_of_the_runs(tmp_path):
+    # --report-only wrote its own command line's --instances, --only and --filter (the defaults) into the
+    # rebuilt results.json, which then no longer said which instances the runs it holds were made on
+    out = tmp_path / "out"
+    out.mkdir()
+    settings = {"instances": "/elsewhere/tarnawski", "out": str(out), "time_limit": 5.0, "heuristic_time_limit": 5.0,
+                "restarts": 10, "seed": 0, "latency_calls": 1, "only": "latency", "filter": "resnet50",
+                "no_plot": True, "date": "2026-12-02", "cores": 2, "python": "3.11.7", "machine": {"cpus": 2}}
+    (out / "results.json").write_text(json.dumps({"settings": settings, "total_wall_s": 6.0, "runs": 0,
+                                                  "throughput": [], "latency": [], "failed_checks": 0}))
+    done = run("reproduce.py", "--out", str(out), "--report-only", "--no-plot")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "results.json").read_text())["settings"] == settings
+
+
 def test_reproduce_refuses_a_missing_folder(tmp_path):
     done = run("reproduce.py", "--instances", str(tmp_path / "missing"), "--out", str(tmp_path / "out"))
     assert refused(done).startswith(f"error: no instances: {tmp_path / 'missing'} is not a folder")
