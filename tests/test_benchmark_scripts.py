@@ -217,6 +217,8 @@ def test_reproduce_report_only_keeps_the_settings_of_the_runs(tmp_path):
     done = run("reproduce.py", "--out", str(out), "--report-only", "--no-plot")
     assert done.returncode == 0, done.stderr
     assert json.loads((out / "results.json").read_text())["settings"] == settings
+    # and its last line says that it ran nothing (it said "0 runs in 0.1 min", as a run would)
+    assert done.stdout.splitlines()[-1] == f"rebuilt from 0 runs (made in 0.1 min); wrote {out / 'results.json'}"
 
 
 def test_reproduce_refuses_a_missing_folder(tmp_path):
