@@ -552,6 +552,11 @@ def plot_throughput(results: list[dict[str, Any]], path: Path) -> str:
 
 # ----------------------------------------------------------------------------------------
 
+#: the options of a run, which --report-only takes from the recorded settings
+RUN_SETTINGS = ("instances", "time_limit", "heuristic_time_limit", "restarts", "seed", "latency_calls", "only",
+                "filter")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--instances", type=Path, default=DEFAULT_INSTANCES,
@@ -576,6 +581,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.worker:
         return _worker_main(args.worker)
+    if args.report_only:   # the runs' own settings are in results.json; an option of a run would be ignored
+        given = [action.option_strings[0] for action in parser._actions if action.dest in RUN_SETTINGS
+                 and getattr(args, action.dest) != action.default]
+        if given:
+            parser.error(f"{', '.join(given)}: --report-only runs nothing; it rebuilds the tables with the settings "
+                         "recorded in OUT/results.json")
     if message := cannot_write({}, {"--out": args.out}):
         return refuse(message)
     args.date, args.cores, args.python = datetime.date.today().isoformat(), os.cpu_count(), platform.python_version()

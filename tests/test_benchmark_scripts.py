@@ -221,6 +221,18 @@ def test_reproduce_report_only_keeps_the_settings_of_the_runs(tmp_path):
     assert done.stdout.splitlines()[-1] == f"rebuilt from 0 runs (made in 0.1 min); wrote {out / 'results.json'}"
 
 
+def test_reproduce_report_only_refuses_the_options_of_a_run(tmp_path):
+    # --report-only takes the settings the runs were made with from results.json: a limit, a seed or a filter given
+    # beside it was ignored without a word
+    out = tmp_path / "out"
+    for given, named in ((["--time-limit", "5"], "--time-limit"), (["--filter", "bert", "--seed", "3"],
+                                                                   "--seed, --filter")):
+        done = run("reproduce.py", "--out", str(out), "--report-only", "--no-plot", *given)
+        assert refused(done) == (f"reproduce.py: error: {named}: --report-only runs nothing; it rebuilds the "
+                                 "tables with the settings recorded in OUT/results.json")
+    assert not out.exists()
+
+
 def test_reproduce_refuses_a_missing_folder(tmp_path):
     done = run("reproduce.py", "--instances", str(tmp_path / "missing"), "--out", str(tmp_path / "out"))
     assert refused(done).startswith(f"error: no instances: {tmp_path / 'missing'} is not a folder")
