@@ -497,6 +497,34 @@ def test_a_model_with_no_work_is_refused():
     assert placement.codesign(document, chips=2, power=300, grid=TINY).status == "optimal"
 
 
+def test_a_model_of_transfers_alone_that_no_one_chip_holds_is_placed():
+    """Two nodes of no work, 12 GiB each, the first's output costing 0.5 ms: no chip holds both, so every plan
+    has two stages and pays the transfer on each, 0.5 ms per batch (2000 batches/s) on any design, of which the
+    tie-break keeps the one of fewest watts. It was refused as a model that one chip runs in no time. Without the
+    transfer cost every plan takes no time, and the model is still refused, without the claim of one chip."""
+    size = 12 * 2**30
+    document = {"maxSizePerFPGA": 1e12, "maxFPGAs": 2, "maxCPUs": 0,
+                "nodes": [{"id": v, "supportedOnFpga": True, "cpuLatency": 0, "fpgaLatency": 0, "size": size,
+                           "flops": 0, "bytes": 0} for v in (0, 1)],
+                "edges": [{"sourceId": 0, "destId": 1, "cost": 0.5}]}
+    smallest = "tc1x64x128-vc1x128-buf8"
+    for exhaustive in (False, True):
+        for objective in ("throughput", "perf-per-watt"):
+            result = placement.codesign(document, chips=2, power=300, grid=TINY, exhaustive=exhaustive,
+                                        objective=objective)
+            assert result.status == "optimal"
+            assert result.time_per_input_ms == 0.5
+            assert [d.label for d in result.designs] == [smallest, smallest]
+            assert result.power_w == 2 * 83.8388671875
+    one_chip = placement.codesign(document, chips=1, power=300, grid=TINY)
+    assert one_chip.status == "infeasible" and "a pipeline of at least 2 chips is needed" in one_chip.message
+    document["edges"][0]["cost"] = 0
+    with pytest.raises(placement.InvalidInstanceError) as info:
+        placement.codesign(document, chips=2, power=300, grid=TINY)
+    assert str(info.value) == ("the model has no work to place: its operators compute nothing and move no bytes, "
+                               "and no transfer between chips costs time, so every design runs it in no time")
+
+
 def test_a_budget_equal_to_a_designs_area_holds_it():
     """tc1x16x16-vc1x256-buf16: 100 + 256·0.0065 + 256·0.02 + 16·1.2 = 125.984 mm², whose floating-point
     sum was 125.98400000000001, so a budget of 125.984 refused it (183 of the 10,000 default designs

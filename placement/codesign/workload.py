@@ -42,6 +42,7 @@ from placement.io.tarnawski import parse_instance
 from placement.jsonfile import file_stem, json_type_name, json_value_text, load_json
 from placement.loading import design_document, other_document
 from placement.problem.instance import Instance, format_number
+from placement.problem.memory_fit import fits
 
 
 @dataclass(frozen=True)
@@ -238,9 +239,17 @@ def load_workload(source: str | Path | Mapping | Workload) -> Workload:
 
 
 def _with_work(workload: Workload) -> Workload:
-    """``workload``, unless it has no work (:attr:`Workload.has_work`): every design would run it in no
-    time, at an infinite throughput, and no design is better than another."""
-    if not workload.has_work:
-        raise InvalidInstanceError("the model has no work to place: its operators compute nothing and move no "
-                                   "bytes, so every design runs it in no time on one chip")
+    """``workload``, unless it has no work (:attr:`Workload.has_work`) and a plan of no load holds it: one chip
+    holding every node, or any plan where no transfer costs time. Every design would then run it in no time,
+    at an infinite throughput, and no design is better than another. A model of no work that no one chip
+    holds, with a transfer that costs time, is placed: the search finds whether its stages must pay a transfer
+    (where a plan of no load still exists, its throughput is infinite, as the result reports it)."""
+    if workload.has_work:
+        return workload
+    said = "the model has no work to place: its operators compute nothing and move no bytes"
+    if fits([node.memory for node in workload.instance.nodes], DRAM_BYTES):
+        raise InvalidInstanceError(f"{said}, so every design runs it in no time on one chip")
+    if not any(workload.transfer_ms):
+        raise InvalidInstanceError(f"{said}, and no transfer between chips costs time, so every design runs it in "
+                                   "no time")
     return workload
