@@ -191,6 +191,24 @@ def test_megatron_refuses_models_without_one_stack_of_blocks():
         megatron_layout(cut, plan([0, 1, 2, 3]))
 
 
+def test_megatron_refuses_values_that_skip_past_the_next_layer():
+    # embed 0 | h.0 1-3 | h.1 4-6 | h.2 7-9 | norm 10 | head 11: the embedding's value (a mask) may reach every block
+    masks = CHAIN + [(0, 4), (0, 7)]
+    assert megatron_layout(layout(GPT, edges=masks), plan(range(0, 4), range(4, 12))) == "Et|ttL"
+    side = layout(GPT, edges=CHAIN + [(0, 11)])   # the head reads the embedding's output around every block
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: 'head' of the "
+                                                    "loss part reads 'embed' of the embedding, and each Megatron "
+                                                    "layer passes on only its hidden states, to the layer after it$"):
+        megatron_layout(side, plan(range(0, 4), range(4, 12)))
+    skip = layout(GPT, edges=CHAIN + [(3, 7)])    # block h.2 reads block h.0's output
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: 'h.2.attn' of "
+                                                    "block h.2 reads 'h.0.mlp' of block h.0, and each Megatron"):
+        megatron_layout(skip, plan(range(0, 4), range(4, 12)))
+    early = layout(GPT, edges=CHAIN + [(6, 10)])  # the loss part reads block h.1, not the last
+    with pytest.raises(InvalidParameterError, match="'norm' of the loss part reads 'h.1.mlp' of block h.1"):
+        megatron_layout(early, plan(range(0, 4), range(4, 12)))
+
+
 def test_megatron_layout_needs_a_chain_of_blocks_and_one_stage_each_for_embedding_and_loss():
     between = layout([("embed", "embed", ("embed",)), *block("h", 0), ("mix", "mix", ("mix",)), *block("h", 1),
                       ("head", "head", ("head",))])

@@ -14,9 +14,10 @@ The nodes before the first block are the embedding, those after the last block t
 part; Megatron requires both, exactly once each. The layout exists for a plan whose stages
 are intervals of program order when no stage boundary falls inside a block, no node outside
 the blocks lies between two blocks, the embedding and the loss part are not empty and each
-lies in one stage, and no stage runs on a CPU; and the blocks are modules with weights of their own
-(:func:`require_own_weights`). An entry of the stack that the model's forward did not call when exported (a layer it
-skips, a spare) holds no node and is no block of the layout; :func:`megatron_notes` names it.
+lies in one stage, and no stage runs on a CPU; the blocks are modules with weights of their own
+(:func:`require_own_weights`), and no value skips past the next layer (:func:`require_layer_chain`). An entry
+of the stack that the model's forward did not call when exported (a layer it skips, a spare) holds no node and
+is no block of the layout; :func:`megatron_notes` names it.
 """
 
 from __future__ import annotations
@@ -116,6 +117,29 @@ def require_own_weights(layout: Layout, prefix: str, layer: list[int | None]) ->
                                "each Megatron layer has weights of its own")
 
 
+def require_layer_chain(layout: Layout, prefix: str, layer: list[int | None], position: dict[int, int]) -> None:
+    """Refuse a model whose values skip past the next Megatron layer: each layer passes on only its hidden
+    states, to the layer after it, so a block may read the block before it or the embedding (the masks and
+    positions every layer is given), and the loss part only the last block; a read of an earlier block, or of
+    the embedding by the loss part, has no place in the layout. ``layer`` is each node's block (in program
+    order, checked to be a chain), ``None`` outside the blocks."""
+    order = sorted({index for index in layer if index is not None}, key=layer.index)
+    first = min(k for k, index in enumerate(layer) if index is not None)
+    rank = [order.index(index) + 1 if index is not None else 0 if k < first else len(order) + 1
+            for k, index in enumerate(layer)]
+
+    def part(k: int) -> str:
+        if layer[k] is not None:
+            return f"block {_entry(prefix, layer[k])}"
+        return "the embedding" if rank[k] == 0 else "the loss part"
+
+    for u, v in layout.edges:
+        a, b = position[u], position[v]
+        if rank[b] - rank[a] > 1 and not (rank[a] == 0 and rank[b] <= len(order)):
+            refuse("megatron", f"{layout.nodes[b].name!r} of {part(b)} reads {layout.nodes[a].name!r} of {part(a)}, "
+                               "and each Megatron layer passes on only its hidden states, to the layer after it")
+
+
 def megatron_layout(layout: Layout, plan: Plan) -> str:
     """Megatron-Core's pipeline layout string for the plan (module docstring)."""
     parts = runtime_stages(layout, plan, "megatron")
@@ -140,6 +164,7 @@ def megatron_layout(layout: Layout, plan: Plan) -> str:
             refuse("megatron", f"{layout.nodes[k].name!r} of block {_entry(prefix, layer[k])} runs after block "
                                f"{_entry(prefix, layer[k - 1])}, and Megatron runs its layers once each, in order")
     position = layout.position()
+    require_layer_chain(layout, prefix, layer, position)
     stage_of = {position[v]: s for s, stage in enumerate(parts) for v in stage}
     block_stage: dict[int, int] = {}
     for k in positions:
