@@ -129,7 +129,7 @@ def split(instance: str | PathLike[str] | Mapping[str, Any], plan: Any, *, forma
         notes.append(f"the plan lists its devices out of pipeline order; its stages are its devices "
                      f"{', '.join(map(str, order))}, in that order")
     if form == "stages":
-        value, text, more = _stages(layout, checked)
+        value, text, more = _stages(layout, checked, order is not None)
         return Split(form, value, text, order, tuple(notes + more))
     try:
         value = _export(form, layout, checked, finest == "stages")
@@ -175,8 +175,9 @@ def _moved_backward_tasks(plan: Any) -> str:
     return ""
 
 
-def _stages(layout: Any, plan: Plan) -> tuple[list[dict[str, Any]], str, list[str]]:
-    """The ``stages`` form, its table, and the note that no runtime can run them where none can."""
+def _stages(layout: Any, plan: Plan, reordered: bool) -> tuple[list[dict[str, Any]], str, list[str]]:
+    """The ``stages`` form, its table, and the note that no runtime can run them where none can (``reordered``:
+    the plan's devices were put in pipeline order, which the stages follow)."""
     from placement.io.exporters import stage_types, stages
     from placement.report.table import format_table
 
@@ -188,8 +189,8 @@ def _stages(layout: Any, plan: Plan) -> tuple[list[dict[str, Any]], str, list[st
         rows.append((str(k), kind, str(len(stage)), first, last))
         value.append({"stage": k, "device": kind, "forward_nodes": len(stage), "first": first, "last": last})
     why = _why_no_pipeline(layout, plan)
-    notes = ([] if why is None else   # the table lists the devices as the plan does; no runtime runs them so
-             [f"the stages are the plan's devices in its order, but no pipeline runtime can run them: {why}"])
+    listed = "in pipeline order" if reordered else "the plan's devices in its order"
+    notes = [] if why is None else [f"the stages are {listed}, but no pipeline runtime can run them: {why}"]
     return value, "\n".join(format_table(rows, left=range(5), rule=False)), notes
 
 

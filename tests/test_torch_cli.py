@@ -578,6 +578,24 @@ def test_a_stage_table_of_a_plan_no_runtime_can_run_says_so(tmp_path, capsys):
     assert captured.out.splitlines()[0].split() == ["stage", "device", "#forward", "nodes", "first", "last"]
 
 
+def test_a_stage_table_put_in_pipeline_order_does_not_say_it_keeps_the_plans_order(tmp_path, capsys):
+    """A plan listing a CPU stage last that runs between its accelerator stages: the table is in pipeline
+    order, as the first note says, so the second must not say it keeps the plan's order."""
+    instance = tmp_path / "stack.json"
+    assert main(["import", "tests.handoff_models:residual_stack", "--out", str(instance), "--accelerators", "2",
+                 "--cpus", "1"]) == 0
+    plan = write_plan(tmp_path / "plan.json", [0, 1], [6, 7], range(2, 6), kinds=["accelerator", "accelerator", "cpu"])
+    capsys.readouterr()
+    assert main(["split", str(instance), plan, "--format", "stages"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ("note: the plan lists its devices out of pipeline order; its stages are its devices 0, 2, "
+                            "1, in that order\n"
+                            "note: the stages are in pipeline order, but no pipeline runtime can run them: stage 1 "
+                            "runs on a CPU between accelerator stages 0 and 2, and no pipeline runtime sends "
+                            "activations from an accelerator to a CPU and back\n")
+    assert [line.split()[1] for line in captured.out.splitlines()[1:]] == ["accelerator", "cpu", "accelerator"]
+
+
 def test_split_refuses_instances_without_metadata(tmp_path, capsys):
     from pathlib import Path
 
