@@ -263,6 +263,22 @@ def test_notes_tell_entries_forward_never_calls_from_those_it_runs():
     assert deepspeed_notes(unrecorded, layers) == [may.format("h.1", "h.0", "h.2"), may.format("h.3", "h.2", "h.4")]
     assert megatron_notes(unrecorded) == []
 
+def test_deepspeed_notes_do_not_call_a_layer_run_out_of_order_skipped():
+    """A forward that calls its blocks in the order 0, 2, 1, 3: every block is a layer, so none is skipped; the
+    notes said h.1 and h.2 were, and told the reader to insert them, which would run each twice."""
+    nodes = [("embed", "embed", ("embed",)), *block("h", 0), *block("h", 2), *block("h", 1), *block("h", 3),
+             ("head", "head", ("head",))]
+    data = {"nodes": [{"id": k, "name": name, "module": module, "starts": list(starts), "ops": [f"op{k}"]}
+                      for k, (name, module, starts) in enumerate(nodes)],
+            "edges": [{"sourceId": k, "destId": k + 1} for k in range(len(nodes) - 1)],
+            "about": {"uncalled_entries": []}}
+    lay = layout_from_instance(data)
+    layers = deepspeed_parts(lay, plan(range(0, 7), range(7, 14)))["layers"]
+    assert layers == ["embed", "h.0", "h.2", "h.1", "h.3", "head"]
+    assert deepspeed_notes(lay, layers) == []
+    assert deepspeed_notes(layout_from_instance({**data, "about": {}}), layers) == []
+
+
 def test_deepspeed_layers_are_modules_never_operators_outside_them():
     root_op = layout([("embed", "embed", ("embed",)), ("(model)", "", ()), *block("h", 0), ("head", "head", ("head",))])
     with pytest.raises(InvalidParameterError, match="^plan cannot be written as DeepSpeed parts: '\\(model\\)' in "

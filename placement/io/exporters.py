@@ -588,18 +588,20 @@ def deepspeed_notes(layout: Layout, layers: list[str]) -> list[str]:
     """What a ``PipelineModule`` of ``layers`` would not run: modules of which the instance holds no operator.
     Where two layers are children ``P.i`` and ``P.j`` of one container with ``j > i + 1`` (an
     ``nn.Sequential``'s), the children between them that the model's forward calls run between them and are
-    named; so are, in a note of their own, the entries the instance records the forward did not call
-    (``uncalled``; where it records none, as from ONNX, the first note says a child may be one). An instance
-    imported from ONNX may lack others too, whose names the file does not keep (an exporter folds a batch
-    normalisation into the convolution before it, leaving one operator)."""
+    named, but for those that are layers elsewhere (a forward calling its entries out of order); so are, in a
+    note of their own, the entries the instance records the forward did not call (``uncalled``; where it
+    records none, as from ONNX, the first note says a child may be one). An instance imported from ONNX may
+    lack others too, whose names the file does not keep (an exporter folds a batch normalisation into the
+    convolution before it, leaving one operator)."""
     notes = []
     never = set(layout.uncalled or ())
+    listed = set(layers)
     for before, after in zip(layers, layers[1:]):
         parent, _, first = before.rpartition(".")
         other, _, last = after.rpartition(".")
         if parent == other and first.isdigit() and last.isdigit() and int(last) > int(first) + 1:
             skipped = [f"{parent}.{k}" if parent else str(k) for k in range(int(first) + 1, int(last))]
-            skipped = [fqn for fqn in skipped if fqn not in never]
+            skipped = [fqn for fqn in skipped if fqn not in never and fqn not in listed]   # not one run elsewhere
             if skipped and layout.uncalled is not None:
                 notes.append(f"layers skips {', '.join(skipped)}, which the model runs between {before} and {after} "
                              "but of which the instance holds no operator (a batch normalisation folded into the "
