@@ -119,7 +119,8 @@ def split(instance: str | PathLike[str] | Mapping[str, Any], plan: Any, *, forma
                                "as solved: hand off a plan solved with backward='joint'")
     if inferred:
         notes.append(f"{inferred:,} node{'s' if inferred > 1 else ''} the plan does not list "
-                     f"go{'es' if inferred == 1 else ''} with their colour class, as verify places them")
+                     + ("goes with its colour class, as verify places it" if inferred == 1 else
+                        "go with their colour class, as verify places them"))
     listed = checked
     checked, order = in_pipeline_order(problem, checked)
     if order is not None:   # the devices that are stages, those holding a forward node: an empty one is none

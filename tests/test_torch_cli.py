@@ -651,6 +651,10 @@ def test_split_places_the_nodes_a_plan_leaves_to_their_colour_class(tmp_path, ca
     assert captured.err == f"note: {note}\n"
     assert main(["split", str(instance), forward, "--json", "--quiet"]) == 0
     assert capsys.readouterr().err == ""
+    one = write_plan(tmp_path / "one.json", [0, 1, 3, 4], [2])   # gradient 5 left to its layer's device
+    assert main(["split", str(instance), one]) == 0
+    assert capsys.readouterr().err == ("note: 1 node the plan does not list goes with its colour class, as verify "
+                                       "places it\n")
 
 
 def test_split_refuses_a_plan_that_moves_backward_tasks(tmp_path, capsys):
