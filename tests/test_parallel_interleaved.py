@@ -727,3 +727,41 @@ def test_a_narrowed_plan_that_meets_the_widened_bound_closes_the_shape():
     result = solve_interleaved(instance, chunks=2, time_limit=60)
     assert (result.status, result.value, result.bound) == (Status.OPTIMAL, 9.0, 9.0)
     assert brute_force_interleaved(instance, chunks=2)[0] == 9.0
+
+
+def slow_option_chain():
+    """Chain 0 → … → 4 with times 1.3, 0.7, 2.9, 0.1, 0.7 and memoryUsageA 0, 1, 3, 0, 2, m = 2 on 2 devices of 8
+    bytes: S = 2 groups, d = 1, both holding 2 micro-batches of each of their chunks, so a group fits while its
+    nodes' A sum to at most 4. Node 0 may also run TMPC 'r' (time 90000, A = 0), which no good plan takes. The best
+    split ignoring memory, [0 1][2][3][4], puts 2 and 4 (A = 5) on group 1; of the splits that fit, [0][1][2][3 4]
+    (groups {0, 2}: 4.2 and {1, 3, 4}: 1.5) is the best."""
+    return chain([1.3, 0.7, 2.9, 0.1, 0.7], m=2, devices=2, memory=8, activations=[0, 1, 3, 0, 2],
+                 recompute={0: (90000, 0)})
+
+
+def test_a_tmpc_slower_than_the_cutoff_leaves_the_cpsat_units_fine():
+    """CP-SAT's units were set by the largest time a node or crossing may take (here 'r', 90000) when it passes
+    the cutoff: 2^-14, so the times, each rounded down, gave the shape a bound of 4.199951171875 (1.2e-5 short
+    of 4.2). The cutoff alone sets them now, a time above it written as just past T's bound."""
+    from placement.parallel.interleaved import Shape
+    from placement.parallel.interleaved_cpsat import solve_shape
+
+    outcome = solve_shape(slow_option_chain(), Shape(2, 1, 1, 2), 8.0, cutoff=5.0, time_limit=20)
+    assert outcome.status == "optimal"
+    assert [stage.nodes for stage in outcome.plan.stages] == [(0,), (1,), (2,), (3, 4)]
+    assert 4.2 * (1 - 1e-8) <= outcome.bound <= 4.2
+    assert outcome.stats["overflow_risk_log2"] <= 62
+    assert solve_shape(slow_option_chain(), Shape(2, 1, 1, 2), 8.0, cutoff=4.1, time_limit=20).status == "infeasible"
+
+
+def test_a_shape_proven_in_coarse_units_is_solved_again_under_its_plans_value():
+    """The incumbent of the even splits runs 'r' (the only TMPC that lets node 0 share a group with others at 90000:
+    cutoff 90004.7), so CP-SAT's units were coarse beside the optimum 4.2 and its proof of the shape fell 1.2e-5
+    short: 'feasible', 'the time limit ran out before every shape was closed', in 0.01 s of 20. The shape is solved
+    again with its plan's value as the cutoff."""
+    instance = slow_option_chain()
+    result = solve_interleaved(instance, chunks=2, time_limit=20)
+    assert (result.status, result.value, result.message) == (Status.OPTIMAL, 4.2, "")
+    assert 4.2 * (1 - 1e-8) <= result.bound <= 4.2
+    assert [stage.nodes for stage in result.plan.stages] == [(0,), (1,), (2,), (3, 4)]
+    assert brute_force_interleaved(instance, chunks=2)[0] == 4.2

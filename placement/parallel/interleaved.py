@@ -46,10 +46,12 @@ to be rounded (widened: they pass every plan that fits) and their optimum does n
 shape goes to CP-SAT again (:func:`_narrowed_shape`): on rows narrowed so that every plan they pass fits,
 whose plan is the shape's when its value meets the widened optimum (a bound of every plan that fits);
 else on the widened rows with the plans found not to fit cut off, whose optimum is again such a bound,
-and the shape's when it fits. ``optimal`` only when the least bound over all shapes is within
-:data:`OPTIMALITY_TOLERANCE` of the evaluated value; ``feasible`` with the bound and gap when the time
-limit cut a shape short, or CP-SAT's numbers left one open (a proof not used, with each distinct
-reason, or rounded memory rows that closed no shape this way): the message says which.
+and the shape's when it fits. Where CP-SAT's bound falls short of its plan's value by more than
+:data:`OPTIMALITY_TOLERANCE` (its units, set by the cutoff, coarse beside the optimum), the shape goes to
+CP-SAT again under its plan's value (:func:`_refined_shape`). ``optimal`` only when the least bound over
+all shapes is within :data:`OPTIMALITY_TOLERANCE` of the evaluated value; ``feasible`` with the bound and
+gap when the time limit cut a shape short, or CP-SAT's numbers left one open (a proof not used, with each
+distinct reason, or rounded memory rows that closed no shape this way): the message says which.
 """
 
 from __future__ import annotations
@@ -78,7 +80,8 @@ INTERLEAVED = "interleaved"
 #: and model building past the deadline, a solve ends within about 10 s)
 DEFAULT_TIME_LIMIT = 8.0
 #: relative gap between the proven bound and the evaluated value under which a plan is called optimal
-#: (the model's times are integers of about 2^31 units of the best value: rounding costs under 1e-7)
+#: (the model's times are integers of about 2^31 units of its cutoff, which :func:`_refined_shape` brings to a
+#: plan's value: rounding then costs under 1e-7)
 OPTIMALITY_TOLERANCE = 1e-6
 
 
@@ -349,6 +352,10 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
                          f"not to fit cut off ({outcome.bound:.6g} at least; {outcome.wall_s:.2f} s)")
             ev = None if outcome.plan is None else evaluate_interleaved(instance, outcome.plan, devices=devices,
                                                                          memory=memory)
+        if ev is not None and ev.ok and outcome.status == "optimal" and \
+                ev.value - outcome.bound > OPTIMALITY_TOLERANCE * ev.value:
+            stats["refined"] = stats.get("refined", 0) + 1
+            outcome = _refined_shape(instance, shape, memory, outcome, ev.value, budget, deadline, progress)
         fits = ev is None or ev.ok
         if ev is not None and ev.ok and (best is None or ev.value < best[0]):
             best = (ev.value, outcome.plan, shape)
@@ -364,6 +371,29 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
                 doubts[outcome.stats["doubt"]] = doubts.get(outcome.stats["doubt"], 0) + 1
         bounds.append(max(bound, outcome.bound))
     return _answer(instance, best, bounds, devices, memory, v, started, stats)
+
+
+def _refined_shape(instance: PiperInstance, shape: Shape, memory: float, outcome: ShapeOutcome, value: float,
+                   budget: dict[str, Any], deadline: float,
+                   progress: Callable[[str], None] | None) -> ShapeOutcome:
+    """``outcome`` (CP-SAT's optimum of ``shape``, whose plan fits and takes ``value``) with a bound proven again
+    under the cutoff ``value``, for what is left of the shape's time. CP-SAT's units are set by its ceiling, the
+    cutoff: one far above the optimum (an incumbent that fits only by a slow TMPC) leaves units so coarse that the
+    times, each rounded down, prove a bound more than :data:`OPTIMALITY_TOLERANCE` short of the plan's value.
+    Under the cutoff ``value`` every plan of the shape at least as good is still admitted, in units of about
+    ``value / 2^31``; the bound is the larger of the two (each holds), at most ``value``."""
+    from placement.parallel.interleaved_cpsat import solve_shape
+
+    left = deadline - time.perf_counter()
+    if left <= 0:
+        return outcome
+    if progress is not None:
+        progress(f"S={shape.groups} d={shape.d} t={shape.t}: its bound {outcome.bound:.10g} is short of its plan's "
+                 f"{value:.10g} by the rounding of CP-SAT's units; CP-SAT again under the cutoff {value:.10g}")
+    share = min(left, max(0.5, budget["time_limit"] - outcome.wall_s))
+    again = solve_shape(instance, shape, memory, **{**budget, "cutoff": value, "hint": outcome.plan,
+                                                    "time_limit": share}, progress=progress)
+    return replace(outcome, bound=min(value, max(outcome.bound, again.bound)), wall_s=outcome.wall_s + again.wall_s)
 
 
 #: the most plans that do not fit :func:`_narrowed_shape` cuts off the widened memory rows of one shape

@@ -31,7 +31,9 @@ a plan: exact. Rows 5 are left out when no choice can exceed the memory, and so 
 dominated by another (no larger in ``a`` and every sync) when memory cannot bind.
 
 Numbers: times are multiplied by a power of two ``scale`` that puts the ceiling ``U`` (the cutoff, else
-the whole work), or a node's or crossing's cost where one is larger, near ``2^31`` and rounded down.
+the whole work) near ``2^31``, and rounded down; a node's or crossing's cost above ``U`` is written as one unit
+past ``T``'s bound (its plans are excluded as by the cost itself, and no coefficient times that bound passes
+``2^62``), so that a TMPC far slower than the optimum does not coarsen the units.
 Memory is written in the decimal unit in which every size and the bound are whole numbers as written
 (:func:`placement.problem.memory_fit.decimal_unit`): the rows then decide the model's rule exactly
 (sizes 0.1 and 0.2 fit a bound of 0.3; in binary, scaled and rounded, they did not, and a plan that fits
@@ -191,11 +193,13 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
                                      (keys[p] != keys[o] or p < o) for p in options[u])]
     ceiling = cutoff if cutoff is not None else (
         math.fsum(max(cost[u]) for u in nodes) + math.fsum(max(out_side[k]) + max(in_side[k]) for k in out_side))
-    # every coefficient of a load row at most T's bound: their product within 2^62 (a crossing may cost more
-    # than the cutoff: its plans are cut off, but its coefficient is still written)
+    # the ceiling alone sets the scale, so that the units are fine beside the optimum whatever a TMPC or crossing
+    # no good plan takes costs; a term above T's bound is written as that bound plus one, which excludes its
+    # plans as the term itself does, and keeps every coefficient times T's bound within 2^62
     largest_term = max([max(c) for c in cost.values()] + [max(side[k]) for side in (out_side, in_side) for k in side])
-    scale = _power_of_two(max(ceiling, largest_term), LOAD_UNITS)
-    units = lambda x: float(math.floor(x * scale))  # noqa: E731
+    scale = _power_of_two(ceiling if ceiling > 0 else largest_term, LOAD_UNITS - 1)
+    most = math.floor(ceiling * scale) + 1
+    units = lambda x: float(min(math.floor(x * scale), most))  # noqa: E731
 
     be = make_backend("cp-sat")   # SolverUnavailableError where OR-Tools is not installed
     be.deadline = started + time_limit
@@ -256,7 +260,7 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
                 terms.append((values[base[u]] - low, base_excess(f, u, f"{name}_b")))
             return terms
 
-        T = be.num_var(math.floor(ceiling * scale), "T")
+        T = be.num_var(most - 1, "T")
         crossing = [(e.src, e.dst) for e in edges
                     if max(out_side[(e.src, e.dst)]) > 0 or max(in_side[(e.src, e.dst)]) > 0]
         for g in range(S):
