@@ -293,3 +293,20 @@ def test_costs_rounded_to_the_recorded_quantum_agree():
     for bad in (math.nan, -1.0, math.inf):   # given through the API, it is checked as the instance is
         with pytest.raises(placement.InvalidInstanceError, match=r"^time_quantum must be a finite number ≥ 0 "):
             dataclasses.replace(problem, time_quantum=bad)
+
+
+def test_latency_calls_of_one_accelerator_each_pay_their_boundary():
+    """a -> b on one accelerator as two calls: a's 8 bytes go out after the first call and come back
+    for the second, and the latency schedule charges both transfers (send 1, receive 1)."""
+    problem = make_two_type_problem([node(1, "a", 1.0), node(2, "b", 0.0)], [Edge(1, 2, 8.0)], 1, 1, 100.0, "pair")
+    plan = Plan((DeviceAssignment(ACC, (1, 2), calls=((1,), (2,))),))
+    check = placement.verify(problem, plan, objective="latency", ledger=True)
+    _, latency, ledger = check.report
+    assert [(c.receive, c.send) for c in latency.calls] == [(0.0, 1.0), (1.0, 0.0)]
+    (device,) = ledger.devices
+    assert (device.activations_in, device.activations_out, device.charged, device.ledger_time,
+            device.status) == (8, 8, 2, 2, AGREES)
+    assert check.ledger is True
+    # the throughput loads take no account of calls: the device is one set, with no boundary
+    (device,) = placement.verify(problem, plan, ledger=True).report[2].devices
+    assert (device.activations_in, device.activations_out, device.charged) == (0, 0, 0)

@@ -58,7 +58,13 @@ def check_plan(instance: Instance, plan: Plan, *, objective: str = "throughput",
             violations += call_violations(instance, plan)
         value = evaluation.objective(objective)
     placed = Plan(tuple(DeviceAssignment(r.type, r.nodes) for r in evaluation.devices))
-    traffic = communication_ledger(instance, placed) if ledger else None
+    traffic = None
+    if ledger and objective == "latency":   # the latency schedule pays each call's boundary
+        called = Plan(tuple(DeviceAssignment(r.type, r.nodes, device.calls)
+                            for r, device in zip(evaluation.devices, plan.devices)))
+        traffic = communication_ledger(instance, called, by_call=True)
+    elif ledger:
+        traffic = communication_ledger(instance, placed)
     notes = ()
     if not violations and objective != "latency" and evaluation.finest_class == "stages" and instance.is_training:
         from placement.verification.split import joint_b_call_cycle_note

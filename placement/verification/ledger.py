@@ -22,6 +22,9 @@ fields (bytes)::
 is a backward node. Per link ``i → j`` (devices ``i ≠ j``) the ledger holds
 ``Σ_u max{ size(u, w) : w on j }`` over the nodes ``u`` on ``i`` with a successor on ``j``.
 
+Under the latency model (``by_call``), each call a communication-paying device lists is such a set
+``S`` of its own, paid and counted apart, and the device's figures add up its calls'.
+
 **One bandwidth per instance.** Every out-edge of ``u`` carries ``c(u)`` and possibly a size; a
 sized tensor ``(u, size > 0)`` has the ratio ``c(u) / size``. The instance's time per byte ``ρ`` is
 the ratio shared by the most distinct sized tensors; ties go to the larger byte total, then to
@@ -243,43 +246,65 @@ def _max_size(current: float | None, size: float | None, missing: set[int], u: i
     return size if current is None else max(current, size)
 
 
-def communication_ledger(problem: Instance, plan: Plan | object) -> Ledger:
+def communication_ledger(problem: Instance, plan: Plan | object, *, by_call: bool = False) -> Ledger:
     """The ledger of ``plan`` (see the module docstring): a :class:`Plan`, or what
     :func:`placement.io.plans.as_plan` reads (a ``Result``, a plan document, a plan file path);
-    unknown node ids in the plan are ignored."""
+    unknown node ids in the plan are ignored. With ``by_call`` (the latency model), each call a
+    communication-paying device lists is a set of its own, whose boundary is paid and counted
+    apart, as the latency schedule charges it; the device's figures add up its calls'."""
     plan = as_plan(plan)
     rho = infer_time_per_byte(problem)
     known = {n.id for n in problem.nodes}
+    type_pays = {t.name: t.pays_comm for t in problem.device_types}
     members = [{v for v in dev.nodes if v in known} for dev in plan.devices]
     where: dict[int, list[int]] = {}
     for d, held in enumerate(members):
         for v in held:
             where.setdefault(v, []).append(d)
-    type_pays = {t.name: t.pays_comm for t in problem.device_types}
+    # the sets whose boundaries are paid: one per device, or one per call of a paying device
+    owner: list[int] = []
+    unit_where: dict[int, list[int]] = {}
+    for d, (dev, held) in enumerate(zip(plan.devices, members)):
+        sets = [held]
+        if by_call and dev.calls and type_pays.get(dev.type, True):
+            called = [{v for v in call if v in held} for call in dev.calls]
+            rest = held - set().union(*called)
+            sets = [c for c in called if c] + ([rest] if rest else [])
+        for unit in sets:
+            for v in unit:
+                unit_where.setdefault(v, []).append(len(owner))
+            owner.append(d)
 
-    # per device, the tensors crossing its boundary each way, from one pass over the edges
-    incoming_of: list[dict[int, float | None]] = [{} for _ in plan.devices]
-    outgoing_of: list[dict[int, float | None]] = [{} for _ in plan.devices]
+    # per set, the tensors crossing its boundary each way, from one pass over the edges
+    incoming_of: list[dict[int, float | None]] = [{} for _ in owner]
+    outgoing_of: list[dict[int, float | None]] = [{} for _ in owner]
     missing_of: list[set[int]] = [set() for _ in plan.devices]
     for e in problem.edges:
-        at_src, at_dst = where.get(e.src, ()), where.get(e.dst, ())
-        for d in dict.fromkeys(at_dst):
-            if d not in at_src:
-                incoming_of[d][e.src] = _max_size(incoming_of[d].get(e.src), e.size, missing_of[d], e.src)
-        for d in dict.fromkeys(at_src):
-            if d not in at_dst:
-                outgoing_of[d][e.src] = _max_size(outgoing_of[d].get(e.src), e.size, missing_of[d], e.src)
+        at_src, at_dst = unit_where.get(e.src, ()), unit_where.get(e.dst, ())
+        for k in dict.fromkeys(at_dst):
+            if k not in at_src:
+                incoming_of[k][e.src] = _max_size(incoming_of[k].get(e.src), e.size, missing_of[owner[k]], e.src)
+        for k in dict.fromkeys(at_src):
+            if k not in at_dst:
+                outgoing_of[k][e.src] = _max_size(outgoing_of[k].get(e.src), e.size, missing_of[owner[k]], e.src)
 
     devices = []
     for d, dev in enumerate(plan.devices):
-        incoming, outgoing, missing = incoming_of[d], outgoing_of[d], missing_of[d]
+        units = [k for k, o in enumerate(owner) if o == d]
+        missing = missing_of[d]
         totals = {"activations_in": 0.0, "activations_out": 0.0, "errors_in": 0.0, "errors_out": 0.0}
-        for direction, tensors in (("in", incoming), ("out", outgoing)):
-            for u in sorted(tensors, key=problem.index_of):
-                kind = "errors" if problem.node(u).backward else "activations"
-                totals[f"{kind}_{direction}"] += tensors[u] or 0.0
+        boundary: list[int] = []    # a node once per set whose boundary it crosses
+        sizes: list[float | None] = []
+        for k in units:
+            incoming, outgoing = incoming_of[k], outgoing_of[k]
+            for direction, tensors in (("in", incoming), ("out", outgoing)):
+                for u in sorted(tensors, key=problem.index_of):
+                    kind = "errors" if problem.node(u).backward else "activations"
+                    totals[f"{kind}_{direction}"] += tensors[u] or 0.0
+            for u in sorted(set(incoming) | set(outgoing), key=problem.index_of):
+                boundary.append(u)
+                sizes.append(incoming[u] if u in incoming else outgoing[u])
         pays = type_pays.get(dev.type, True)
-        boundary = sorted(set(incoming) | set(outgoing), key=problem.index_of)
         charged = sum(problem.node(u).out_cost for u in boundary) if pays else 0.0
         unsized = tuple(sorted(missing, key=problem.index_of))
         ledger_time = None
@@ -290,17 +315,16 @@ def communication_ledger(problem: Instance, plan: Plan | object) -> Ledger:
             status = UNCHECKED if charged > 0 or unsized else AGREES
         else:
             ledger_time = rho.value * (sum(totals.values()))
-            sizes = [max(s for s in (incoming.get(u), outgoing.get(u)) if s is not None) for u in boundary]
             if _close(charged, ledger_time, sum(rho.slack(size) for size in sizes)):
                 status = AGREES
             else:
                 status = DISAGREES
-                found = []
+                found: dict[int, NodeMismatch] = {}
                 for u, size in zip(boundary, sizes):
                     cost = problem.node(u).out_cost
-                    if not _close(cost, rho.value * size, rho.slack(size)):
-                        found.append(NodeMismatch(u, problem.node(u).name, cost, size, problem.node(u).backward))
-                mismatches = tuple(found)
+                    if u not in found and not _close(cost, rho.value * size, rho.slack(size)):
+                        found[u] = NodeMismatch(u, problem.node(u).name, cost, size, problem.node(u).backward)
+                mismatches = tuple(found.values())
         devices.append(DeviceTraffic(d, dev.type, charged=charged, ledger_time=ledger_time, status=status,
                                      mismatches=mismatches, unsized=unsized if pays else (), **totals))
 
