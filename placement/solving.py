@@ -154,7 +154,6 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     check_objective(problem, objective)
     if calls is not None and objective != "latency":
         raise InvalidParameterError("calls", "applies to objective='latency' only")
-    stage_count(problem, options["stages"])
     from placement.problem.split import BACKWARD_MODES, split_model
 
     one_of("backward", backward, BACKWARD_MODES)
@@ -168,6 +167,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         except Interrupted as exc:
             raise Interrupted(_recording(exc.result, problem, accelerators, cpus, memory)) from None
     refuse_split_options(**{name: given[name] for name in SPLIT_DEFAULTS})
+    stage_count(problem, options["stages"])   # after the split's refusal: it takes no stage count at all
 
     names = [method] if method != AUTO else ["dp", "milp"]
     for name in names:

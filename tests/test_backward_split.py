@@ -263,6 +263,8 @@ def test_every_backend_finds_the_hand_optimum(backend: str) -> None:
     (dict(backward="split", contiguity="none"), "contiguity",
      "'none' does not apply to backward='split', whose previous and next stages need a pipeline; use 'stages'"),
     (dict(backward="split", stages=2), "stages", "does not apply to backward='split'"),
+    # more stages than devices: still refused as an option the split does not take, not as a count to lower
+    (dict(backward="split", stages=99), "stages", "does not apply to backward='split'"),
 ])
 def test_bad_requests(kwargs: dict, parameter: str, detail: str) -> None:
     with pytest.raises(InvalidParameterError) as info:
