@@ -262,7 +262,8 @@ def communication_ledger(problem: Instance, plan: Plan | object, *, by_call: boo
         for v in held:
             where.setdefault(v, []).append(d)
     # the sets whose boundaries are paid: one per device, or one per call of a paying device
-    owner: list[int] = []
+    owner: list[int] = []                              # per set, its device
+    units_of: list[list[int]] = [[] for _ in plan.devices]   # per device, its sets
     unit_where: dict[int, list[int]] = {}
     for d, (dev, held) in enumerate(zip(plan.devices, members)):
         sets = [held]
@@ -273,6 +274,7 @@ def communication_ledger(problem: Instance, plan: Plan | object, *, by_call: boo
         for unit in sets:
             for v in unit:
                 unit_where.setdefault(v, []).append(len(owner))
+            units_of[d].append(len(owner))
             owner.append(d)
 
     # per set, the tensors crossing its boundary each way, from one pass over the edges
@@ -290,12 +292,11 @@ def communication_ledger(problem: Instance, plan: Plan | object, *, by_call: boo
 
     devices = []
     for d, dev in enumerate(plan.devices):
-        units = [k for k, o in enumerate(owner) if o == d]
         missing = missing_of[d]
         totals = {"activations_in": 0.0, "activations_out": 0.0, "errors_in": 0.0, "errors_out": 0.0}
         boundary: list[int] = []    # a node once per set whose boundary it crosses
         sizes: list[float | None] = []
-        for k in units:
+        for k in units_of[d]:
             incoming, outgoing = incoming_of[k], outgoing_of[k]
             for direction, tensors in (("in", incoming), ("out", outgoing)):
                 for u in sorted(tensors, key=problem.index_of):
