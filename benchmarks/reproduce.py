@@ -714,8 +714,7 @@ def report_only(args: argparse.Namespace) -> int:
     if "partial" in summary:
         print(f"error: {path} holds a reproduction that did not finish ({summary['partial']})", file=sys.stderr)
         return 2
-    for key in ("instances", "only", "filter", "time_limit", "heuristic_time_limit", "restarts", "seed",
-                "latency_calls", "date", "cores", "python", "machine"):
+    for key in (*RUN_SETTINGS, "date", "cores", "python", "machine"):
         if key in summary["settings"]:
             setattr(args, key, summary["settings"][key])
     return write_reports(args, summary["throughput"], summary["latency"], summary["total_wall_s"],
