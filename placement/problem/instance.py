@@ -669,3 +669,13 @@ def make_two_type_problem(nodes: Iterable[Node], edges: Iterable[Edge], accelera
     """Tarnawski's two-type case: ``accelerators`` with memory ``memory`` (pay communication), ``cpus`` cores."""
     types = (DeviceType(ACCELERATOR, accelerators, memory, True), DeviceType(CPU, cpus, math.inf, False))
     return Instance(tuple(nodes), tuple(edges), types, name, time_quantum)
+
+
+def class_index(classes: list[list[int]], count: int) -> list[int]:
+    """Per node position (``count`` of them), the position of its class in ``classes`` (lists of node positions
+    covering every node once, as :meth:`Instance.colour_classes` gives them)."""
+    index = [0] * count
+    for c, members in enumerate(classes):
+        for v in members:
+            index[v] = c
+    return index

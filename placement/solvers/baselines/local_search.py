@@ -45,7 +45,7 @@ import time
 from typing import Any, Callable, Iterator
 
 from placement.errors import InvalidParameterError
-from placement.problem.instance import Instance
+from placement.problem.instance import Instance, class_index
 from placement.plan import Plan
 from placement.solution import Solution
 from placement.solvers.baselines.common import (THROUGHPUT, TwoTypes, Unit, build_plan, check_objective,
@@ -85,10 +85,7 @@ class _Climber:
         nodes = problem.nodes
         self.problem = problem
         self.classes = problem.colour_classes()
-        self.class_of = [0] * len(nodes)
-        for c, members in enumerate(self.classes):
-            for v in members:
-                self.class_of[v] = c
+        self.class_of = class_index(self.classes, len(nodes))
         self.slots = [(t, j) for t, dt in enumerate(problem.device_types) for j in range(dt.count)]
         types = problem.device_types
         self.slot_type = [t for t, _ in self.slots]

@@ -45,7 +45,7 @@ import time
 from itertools import chain
 from typing import Iterator
 
-from placement.problem.instance import Instance
+from placement.problem.instance import Instance, class_index
 from placement.problem.memory_fit import fits, fits_summed
 from placement.problem.union_find import UnionFind
 from placement.plan import Plan
@@ -56,10 +56,7 @@ def parts(problem: Instance) -> list[list[int]]:
     """The colour classes (numbered as :meth:`Instance.colour_classes` lists them) of each part of the graph
     (module docstring), parts in order of their least class."""
     classes = problem.colour_classes()
-    class_of = [0] * len(problem.nodes)
-    for c, members in enumerate(classes):
-        for v in members:
-            class_of[v] = c
+    class_of = class_index(classes, len(problem.nodes))
     joined = UnionFind(len(classes))
     for u, targets in enumerate(problem.successors()):
         for w in targets:

@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 from placement.errors import SolverUnavailableError
-from placement.problem.instance import ACCELERATOR, CPU, Instance
+from placement.problem.instance import ACCELERATOR, CPU, Instance, class_index
 from placement.solution import Solution
 from placement.solvers.baselines.common import THROUGHPUT, build_plan, check_objective, throughput_solution, two_types
 from placement.solvers.native_output import stdout_to
@@ -59,10 +59,7 @@ def solve_partition(problem: Instance, **options: Any) -> Solution:
     kinds = two_types(problem, "partition")
     nodes = problem.nodes
     classes = problem.colour_classes()
-    class_of = [0] * len(nodes)
-    for c, members in enumerate(classes):
-        for v in members:
-            class_of[v] = c
+    class_of = class_index(classes, len(nodes))
     on_acc = [kinds.acc is not None and kinds.accelerators > 0
               and all(nodes[v].times[kinds.acc] is not None for v in members) for members in classes]
     vertex = {c: i for i, c in enumerate(c for c in range(len(classes)) if on_acc[c])}
