@@ -17,10 +17,10 @@ plus ``2·`` the bytes of its edges to other stages over the type's bandwidth), 
 ``m/d_k`` micro-batches one after another, after the forwards of the first through any chain of stages that send
 to one another and to ``k``, and before the backwards there of the last: ``T ≥ Σ_chain C_i + (m/d_k)·C_k``
 (:meth:`_Search.bounds`); and ``T ≥ m·TPS_k`` (:mod:`placement.parallel.batch_search`). The combinations of the
-stages' (type, ``t``, ``d``) of every split are bounded at once, and those below the incumbent are tried in
-increasing bound over all splits, until the bound reaches the incumbent: each stage valued (skipped where ``m``
-times its value reaches the incumbent, or the bound with the stages' exact times per micro-batch does), then the
-plan timed. The TMPCs are those of least ``TPS``, not of least ``T``, and memory is checked exactly on the sizes
+stages' (type, ``t``, ``d``) of every split are bounded at once (splits in batches, as arrays of a row per split),
+and those below the incumbent are tried in increasing bound over all splits, until the bound reaches the
+incumbent: each stage valued (skipped where ``m`` times its value reaches the incumbent, or the bound with the
+stages' exact times per micro-batch does), then the plan timed. The TMPCs are those of least ``TPS``, not of least ``T``, and memory is checked exactly on the sizes
 as written before a plan is taken (:func:`placement.verification.parallel.evaluate_parallel`): a candidate, not a
 proof. At most ``max_plans`` plans are timed (each a longest path over the batch's tasks: the first found is most
 often the best, and the bound leaves many near it on a long batch), stage values computed over at most ``max_work``
@@ -52,6 +52,9 @@ MAX_COMBINATIONS = 2_000_000
 #: three-stage plans are searched where the pruning leaves at most this many sets to end the first stage (pairs of
 #: them are enumerated)
 MAX_THREE_STAGE_SETS = 2_000
+#: the most elements of an array per stage that the bound of a batch of splits takes (splits × combinations, nodes
+#: or edges): splits are bounded in batches of at most this size
+BATCH_ELEMENTS = 1 << 18
 
 
 def few_stage_plan(instance: PiperInstance, *, devices, memory: float | None, schedule: str, stages: int,
@@ -67,7 +70,7 @@ def few_stage_plan(instance: PiperInstance, *, devices, memory: float | None, sc
     types, tables, fit, _ = memory_model(instance, devices, memory, tables, strict_memory)
     pairs = typed_pairs(tables, types, m)
     search = _Search(instance, tables, types, fit, pairs, schedule, forward_share, incumbent, max_work,
-                     devices, memory, max_combinations)
+                     devices, memory, max_combinations, stages)
     member, full = sets.member, sets.full
     least = search.least_sums(member)         # (N, degree indices): the nodes' least times per sample
     rest = search.least_sums(~member)         # of V \ I
@@ -84,18 +87,23 @@ def few_stage_plan(instance: PiperInstance, *, devices, memory: float | None, sc
     first, last = inner[ends_first], inner[alone]
     try:
         if stages == 2:
-            for i in inner[ends_first & alone]:
-                search.collect([(_nodes(member[full] & ~member[i]), rest[i]), (_nodes(member[i]), least[i])])
+            both = inner[ends_first & alone]
+            for start in range(0, len(both), search.batch):
+                i = both[start:start + search.batch]
+                search.collect([(member[full] & ~member[i], rest[i]), (member[i], least[i])])
         elif len(first) <= MAX_THREE_STAGE_SETS:
             for i in first:
                 inside = last[np.all((sets.bits[last] & ~sets.bits[i]) == 0, axis=1) & (last != i)]
-                for j in inside:
-                    # of I \ J, a difference: lowered by its rounding (0 where neither sum is finite)
-                    with np.errstate(invalid="ignore"):
-                        middle = np.nan_to_num(np.maximum(least[i] - least[j] - 1e-9 * least[i], 0.0), nan=0.0)
-                    if m * search.fastest(middle[None, :], np.zeros(1))[0] < incumbent:
-                        search.collect([(_nodes(member[full] & ~member[i]), rest[i]),
-                                        (_nodes(member[i] & ~member[j]), middle), (_nodes(member[j]), least[j])])
+                # of I \ J, a difference: lowered by its rounding (0 where neither sum is finite)
+                with np.errstate(invalid="ignore"):
+                    middle = np.nan_to_num(np.maximum(least[i] - least[inside] - 1e-9 * least[i], 0.0), nan=0.0)
+                below = m * search.fastest(middle, np.zeros(len(inside))) < incumbent
+                inside, middle = inside[below], middle[below]
+                for start in range(0, len(inside), search.batch):
+                    j, part = inside[start:start + search.batch], slice(start, start + search.batch)
+                    search.collect([(np.broadcast_to(member[full] & ~member[i], (len(j), member.shape[1])),
+                                     np.broadcast_to(rest[i], (len(j), rest.shape[1]))),
+                                    (member[i] & ~member[j], middle[part]), (member[j], least[j])])
         else:
             search.stats["skipped"] = True
     except _Stop:   # the combinations collected are still tried
@@ -116,14 +124,18 @@ class _Stop(Exception):
 
 
 class _Search:
-    """The plans of given stages (node rows with their least times per degree index), back to front."""
+    """The plans of given stages (their nodes as a boolean row over the node rows, with their least times per
+    degree index), back to front."""
 
     def __init__(self, instance: PiperInstance, tables: Tables, types, fit, pairs, schedule: str, share: float,
-                 incumbent: float, max_work: int, devices, memory, max_combinations: int = MAX_COMBINATIONS) -> None:
+                 incumbent: float, max_work: int, devices, memory, max_combinations: int = MAX_COMBINATIONS,
+                 stages: int = 2) -> None:
         self.instance, self.tables, self.types, self.fit, self.pairs = instance, tables, types, fit, pairs
         self.schedule, self.share, self.best, self.plan = schedule, share, incumbent, None
         self.devices, self.memory, self.limit = devices, memory, max_work
         self.max_combinations = max_combinations
+        #: the splits bounded at once
+        self.batch = max(1, BATCH_ELEMENTS // max(len(pairs) ** stages, len(tables.src), len(tables.ids), 1))
         self.m = instance.microbatches_in_batch
         available = np.arange(tables.time.shape[2])[None, None, :] < tables.options[:, :, None]
         least = np.where(available, tables.params, np.inf).min(axis=2)        # (n, degree indices)
@@ -152,32 +164,33 @@ class _Search:
                   for tau, index, d in self.pairs]
         return np.min(bounds, axis=0) if bounds else np.full(len(least), np.inf)
 
-    def boundary(self, nodes: tuple[int, ...]) -> float:
-        """The bytes of the edges with one end among ``nodes`` (node rows) and the other not."""
-        inside = np.zeros(len(self.tables.ids), dtype=bool)
-        inside[list(nodes)] = True
-        return float(np.sum(self.tables.cost[inside[self.tables.src] != inside[self.tables.dst]]))
+    def boundary(self, inside: np.ndarray) -> np.ndarray:
+        """Per stage (rows of ``inside``, boolean over the node rows), the bytes of the edges with one end in it and
+        the other not."""
+        return (inside[:, self.tables.src] != inside[:, self.tables.dst]) @ self.tables.cost
 
-    def sends(self, first: tuple[int, ...], second: tuple[int, ...]) -> bool:
-        """Whether an edge leads from a node of ``first`` to one of ``second`` (node rows)."""
-        into = np.zeros(len(self.tables.ids), dtype=bool)
-        into[list(second)] = True
-        out = np.zeros_like(into)
-        out[list(first)] = True
-        return bool(np.any(out[self.tables.src] & into[self.tables.dst]))
+    def sends(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        """Per row of the stages ``first`` and ``second`` (boolean rows over the node rows), whether an edge leads
+        from a node of the one to a node of the other."""
+        return np.any(first[:, self.tables.src] & second[:, self.tables.dst], axis=1)
 
-    def collect(self, stages: list[tuple[tuple[int, ...], np.ndarray]]) -> None:
-        """The plans of ``stages`` (front to back: node rows, Σ of their least times per degree index) that may be
-        below the incumbent: the (type, ``t``, ``d``) of every stage at once, those within the devices and
-        ``Σ d ≤ m`` whose bound (:meth:`bounds`) is below it."""
-        bound, choices = self.bounds([least for _, least in stages], [nodes for nodes, _ in stages])
-        self.stats["combinations"] += bound.size
-        if self.stats["combinations"] > self.max_combinations:
+    def collect(self, stages: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        """The plans of the splits ``stages`` (front to back, each stage's boolean rows over the node rows and Σ of
+        their least times per degree index, a row per split) that may be below the incumbent: the (type, ``t``,
+        ``d``) of every stage at once, those within the devices and ``Σ d ≤ m`` whose bound (:meth:`bounds`) is
+        below it; past ``max_combinations`` bounded, the splits within it are kept and the search stops."""
+        bound, choices = self.bounds([least for _, least in stages], [inside for inside, _ in stages])
+        count, width = bound.shape
+        within = count if width == 0 else min(count, max(0, (self.max_combinations - self.stats["combinations"])
+                                                         // width))
+        self.stats["combinations"] += min(count, within + 1) * width
+        keep = bound[:within] < self.best
+        for row in np.flatnonzero(keep.any(axis=1)):
+            pick = np.flatnonzero(keep[row])
+            self.found.append((bound[row, pick], choices[:, pick], len(self.splits)))
+            self.splits.append([(inside[row], least[row]) for inside, least in stages])
+        if within < count:
             raise _Stop
-        keep = np.flatnonzero(bound < self.best)
-        if len(keep):
-            self.found.append((bound[keep], np.stack([q[keep] for q in choices]), len(self.splits)))
-            self.splits.append(stages)
 
     def run(self, max_plans: int) -> None:
         """The plans collected, by bound over all splits, while it is below the incumbent: each stage valued (back
@@ -200,7 +213,8 @@ class _Search:
         """The plan of ``stages`` at the pairs ``qs``, where its bounds leave it below the incumbent."""
         m = self.m
         chosen, suffix, times = [], 0, []
-        for (nodes, _), q in zip(stages[::-1], qs[::-1]):
+        for (inside, _), q in zip(stages[::-1], qs[::-1]):
+            nodes = _nodes(inside)
             tau, index, d = self.pairs[q]
             suffix += d
             value, choice = self._value(nodes, q, in_flight(self.schedule, suffix, d, m))
@@ -224,24 +238,24 @@ class _Search:
         before: list[float] = []
         bound = 0.0
         for k in range(len(stages)):
-            before.append(max((before[i] + times[i] for i in range(k) if self.sends(stages[i][0], stages[k][0])),
-                              default=0.0))
+            before.append(max((before[i] + times[i] for i in range(k)
+                               if self.sends(stages[i][0][None, :], stages[k][0][None, :])[0]), default=0.0))
             bound = max(bound, before[k] + self.m // degrees[k] * times[k])
         return bound
 
-    def bounds(self, least: list[np.ndarray],
-               nodes: list[tuple[int, ...]]) -> tuple[np.ndarray, list[np.ndarray]]:
-        """For the stages of ``nodes`` with Σ of least times ``least`` (front to back), per combination of their
-        pairs (flat, in the order of ``numpy.indices``): a lower bound on the time per batch, ``inf`` where the
-        combination exceeds the devices of a type or ``Σ d ≤ m``; and each stage's pair per combination. The
-        bound: with ``C_k`` the least time of stage ``k`` per micro-batch (its Σ at ``t`` over the type's speed,
-        and ``2·`` the bytes of its edges to other stages over the type's bandwidth: its forward and backward of a
-        micro-batch take at least that), a replica of stage ``k`` runs its ``m/d_k`` micro-batches one after
-        another, after the forwards of the first through a chain ``P`` of stages that send to one another and to
-        ``k`` (an edge from each to the next), and before the backwards there of the last, or before its ring
-        all-reduce (``4·(d_k − 1)·W_k / (d_k·bandwidth)``, ``W_k`` the Σ of its nodes' least parameters):
-        ``T ≥ max(Σ_{i∈P} C_i, ring) + (m/d_k)·C_k`` for every ``k`` and ``P`` (the longest ``P``, over the stages
-        in order)."""
+    def bounds(self, least: list[np.ndarray], nodes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """For splits into the stages ``nodes`` (front to back, each a boolean array of a row per split over the node
+        rows) with Σ of least times ``least`` (likewise, a row per split over the degree indices), per split and
+        combination of the stages' pairs (flat, in the order of ``numpy.indices``): a lower bound on the time per
+        batch, ``inf`` where the combination exceeds the devices of a type or ``Σ d ≤ m``; and each stage's pair
+        per combination (a row per stage). The bound: with ``C_k`` the least time of stage ``k`` per micro-batch
+        (its Σ at ``t`` over the type's speed, and ``2·`` the bytes of its edges to other stages over the type's
+        bandwidth: its forward and backward of a micro-batch take at least that), a replica of stage ``k`` runs its
+        ``m/d_k`` micro-batches one after another, after the forwards of the first through a chain ``P`` of stages
+        that send to one another and to ``k`` (an edge from each to the next), and before the backwards there of the
+        last, or before its ring all-reduce (``4·(d_k − 1)·W_k / (d_k·bandwidth)``, ``W_k`` the Σ of its nodes'
+        least parameters): ``T ≥ max(Σ_{i∈P} C_i, ring) + (m/d_k)·C_k`` for every ``k`` and ``P`` (the longest
+        ``P``, over the stages in order)."""
         pairs, m, types = self.pairs, self.m, self.types
         tau = np.array([p[0] for p in pairs])
         d = np.array([p[2] for p in pairs], dtype=np.float64)
@@ -251,20 +265,23 @@ class _Search:
         grid = np.indices((len(pairs),) * count).reshape(count, -1)
         bandwidth = np.array([types.bandwidth[p[0]] for p in pairs])
         index = [p[1] for p in pairs]
-        cost = [row[index][grid[k]] / speed[grid[k]] + 2 * self.boundary(nodes[k]) / bandwidth[grid[k]]
+        cost = [row[:, index][:, grid[k]] / speed[grid[k]] + 2 * self.boundary(nodes[k])[:, None] / bandwidth[grid[k]]
                 for k, row in enumerate(least)]
-        bound, before = np.zeros(grid.shape[1]), []
+        bound, before = np.zeros((len(least[0]), grid.shape[1])), []
         for k in range(count):
-            into = [before[i] + cost[i] for i in range(k) if self.sends(nodes[i], nodes[k])]
-            before.append(np.maximum.reduce(into) if into else np.zeros(grid.shape[1]))
-            weights = self.least_params[list(nodes[k])].sum(axis=0)[index][grid[k]]
+            # the longest chain into stage k: costs are non-negative, so 0 where no earlier stage sends to it
+            before.append(np.zeros_like(bound))
+            for i in range(k):
+                before[k] = np.maximum(before[k], np.where(self.sends(nodes[i], nodes[k])[:, None],
+                                                           before[i] + cost[i], 0.0))
+            weights = (nodes[k].astype(np.float64) @ self.least_params)[:, index][:, grid[k]]
             ring = 4 * (d[grid[k]] - 1) * weights / (d[grid[k]] * bandwidth[grid[k]])
             bound = np.maximum(bound, np.maximum(before[k], ring) + m / d[grid[k]] * cost[k])
         over = sum(d[grid[k]] for k in range(count)) > m
         for kind, limit in enumerate(types.counts):
             over |= sum(np.where(tau[grid[k]] == kind, width[grid[k]], 0.0) for k in range(count)) > limit
-        bound[over | np.isnan(bound)] = np.inf
-        return bound, list(grid)
+        bound[np.broadcast_to(over, bound.shape) | np.isnan(bound)] = np.inf
+        return bound, grid
 
     def _value(self, nodes: tuple[int, ...], q: int, y: int) -> tuple[float, list[int]]:
         """The DP's stage value and TMPC choice (:func:`placement.parallel.dp.stage_choice`); ``inf`` without it
