@@ -18,14 +18,15 @@ plus ``2·`` the bytes of its edges to other stages over the type's bandwidth), 
 to one another and to ``k``, and before the backwards there of the last: ``T ≥ Σ_chain C_i + (m/d_k)·C_k``
 (:meth:`_Search.bounds`); and ``T ≥ m·TPS_k`` (:mod:`placement.parallel.batch_search`). The combinations of the
 stages' (type, ``t``, ``d``) of every split are bounded at once (splits in batches, as arrays of a row per split),
-and those below the incumbent are tried in increasing bound over all splits, until the bound reaches the
-incumbent: each stage valued (skipped where ``m`` times its value reaches the incumbent, or the bound with the
-stages' exact times per micro-batch does), then the plan timed. The TMPCs are those of least ``TPS``, not of least ``T``, and memory is checked exactly on the sizes
-as written before a plan is taken (:func:`placement.verification.parallel.evaluate_parallel`): a candidate, not a
-proof. At most ``max_plans`` plans are timed (each a longest path over the batch's tasks: the first found is most
-often the best, and the bound leaves many near it on a long batch), stage values computed over at most ``max_work``
-nodes in all (each a knapsack over its nodes at worst; none for a stage whose nodes' least memory is over the
-device's) and ``max_combinations`` combinations bounded: past them the search stops with the best plan so far.
+and those below the incumbent are tried in increasing bound over all splits, until the bound reaches the incumbent:
+each stage valued (skipped where ``m`` times its value reaches the incumbent, or the bound with the stages' exact
+times per micro-batch does), then the plan timed. The TMPCs are those of least ``TPS``, not of least ``T``, and
+memory is checked exactly on the sizes as written before a plan is taken
+(:func:`placement.verification.parallel.evaluate_parallel`): a candidate, not a proof. At most ``max_plans`` plans
+are timed (each a longest path over the batch's tasks: the first found is most often the best, and the bound leaves
+many near it on a long batch), stage values computed over at most ``max_work`` nodes in all (each a knapsack over its
+nodes at worst; none for a stage whose nodes' least memory is over the device's) and ``max_combinations``
+combinations bounded: past them the search stops with the best plan so far.
 """
 
 from __future__ import annotations
