@@ -281,6 +281,10 @@ def test_plan_json_keeps_the_chunks():
     with pytest.raises(InvalidPlanError, match="^an interleaved plan must give 'chunks', its model chunks per device "
                                                "group$"):
         ParallelPlan.from_json({k: v for k, v in doc.items() if k != "chunks"})
+    # one chunk per group is plain 1F1B, which the interleaved schedule does not run (solve and simulate refuse it)
+    with pytest.raises(InvalidPlanError, match=r"^an interleaved plan's chunks must be at least 2 \(model chunks "
+                                               r"per device group\), not 1$"):
+        ParallelPlan.from_json(dict(doc, chunks=1))
     # chunks without the interleaved schedule: no schedule runs that file as written
     with pytest.raises(InvalidPlanError, match=r"^chunks 2 belongs to interleaved plans \(model chunks per device "
                                                r"group\), and it gives no schedule \(read as 'piper'\)$"):

@@ -154,6 +154,9 @@ class ParallelPlan:
             raise InvalidPlanError(f"chunks must be a positive integer, not {json_value_text(doc['chunks'])}")
         if schedule == "interleaved" and "chunks" not in doc:
             raise InvalidPlanError("an interleaved plan must give 'chunks', its model chunks per device group")
+        if schedule == "interleaved" and chunks < 2:
+            raise InvalidPlanError(f"an interleaved plan's chunks must be at least 2 (model chunks per device group), "
+                                   f"not {chunks}")
         if chunks > 1 and schedule != "interleaved":   # a plan of one chunk per group records none
             said = f"its schedule is {schedule!r}" if "schedule" in doc else "it gives no schedule (read as 'piper')"
             raise InvalidPlanError(f"chunks {chunks} belongs to interleaved plans (model chunks per device group), "
