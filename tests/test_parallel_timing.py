@@ -23,6 +23,7 @@ from placement.errors import InvalidParameterError, InvalidPlanError
 from placement.io.piper import PiperInstance, parse_piper
 from placement.parallel import ParallelPlan, ParallelStage
 from placement.parallel.batch_search import search_time_per_batch
+from placement.parallel.dp import solve_parallel
 from placement.parallel.timing import StageTimes, _with_allreduce, batch_time, stage_times, time_per_batch
 from placement.simulation.parallel import simulate_parallel
 from placement.testing.bruteforce_parallel import brute_force_parallel
@@ -320,12 +321,33 @@ def test_uniform_degrees_that_cannot_help_are_not_solved():
     assert (found.stats["dp_plan_time_per_batch"], found.stats["candidates"], found.value) == (18.0, 1, 18.0)
     # Four nodes of C = 3, each keeping 10 bytes on devices of 10, m = 4, 4 devices: every node needs a stage
     # of its own. Under 1F1B no plan of d = 2 (two stages at most) fits, so d = 4 is not solved (its plans would
-    # fit at d = 2: the same stages and micro-batches in flight); GPipe solves both.
+    # fit at d = 2: the same stages and micro-batches in flight); GPipe solves both. No plan is known to fit at
+    # d = 2 (one stage holds 40 bytes; the pass along the chain finds none), so its DP skips no stage for the
+    # cap, and its answer shows that none fits.
     instance = chain([3.0] * 4, m=4, resident=[10.0] * 4)
     assert search_time_per_batch(instance, devices=4, memory=10.0, schedule="1f1b",
                                  max_sets=100).stats["candidates"] == 1
     assert search_time_per_batch(instance, devices=4, memory=10.0, schedule="gpipe",
                                  max_sets=100).stats["candidates"] == 2
+
+
+def test_restricted_dps_are_capped_at_the_incumbent():
+    # C = (6, 3), m = 4, 3 devices, 1F1B, as above: the incumbent takes 18, so only a plan of m·TPS < 18, TPS
+    # below 4.5, can beat it. The DP restricted to d = 1 has the optimum 6 (node 0 alone on a device of speed
+    # 1): above the cap, it returns no plan and says so (one stage of both nodes fits: no proof that none
+    # does); uncapped it returns that plan.
+    instance = chain([6.0, 3.0], m=4)
+    capped = solve_parallel(instance, devices=3, memory=1e15, schedule="1f1b", allowed=[(1, 1)], below=4.5)
+    assert (capped.value, capped.plan, capped.stats["none_below"]) == (math.inf, None, 4.5)
+    whole = solve_parallel(instance, devices=3, memory=1e15, schedule="1f1b", allowed=[(1, 1)])
+    assert whole.value == 6.0 and "none_below" not in whole.stats
+    # a cap above the optimum changes nothing
+    above = solve_parallel(instance, devices=3, memory=1e15, schedule="1f1b", allowed=[(1, 1)], below=6.5)
+    assert (above.value, above.plan) == (whole.value, whole.plan) and "none_below" not in above.stats
+    # no plan known to fit (four nodes of 10 bytes on devices of 10 at d = 2, where none fits): nothing skipped
+    tight = chain([3.0] * 4, m=4, resident=[10.0] * 4)
+    none = solve_parallel(tight, devices=4, memory=10.0, schedule="1f1b", allowed=[(1, 2)], below=1.0)
+    assert none.plan is None and "none_below" not in none.stats
 
 
 def test_objective_is_refused_with_piper_schedule():

@@ -286,7 +286,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
                    max_sets: int = DEFAULT_MAX_SETS, compiled: bool | None = None,
                    tables: Tables | None = None, sets: Family | None = None,
                    progress: Callable[[str], None] | None = None, deadline: float | None = None,
-                   strict_memory: bool = False) -> ParallelSolution:
+                   strict_memory: bool = False, below: float = math.inf) -> ParallelSolution:
     """The optimal plan of ``instance`` with ``devices`` devices of ``memory`` bytes (default: the
     instance's), for ``schedule``'s memory model (module docstring). For an instance with device
     types, ``devices`` gives counts per type (:mod:`placement.parallel.devices`) and ``memory`` must be
@@ -311,6 +311,10 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     the evaluator does. Where they do not split so either, or in greedy mode, ``stats["memory_rounded"]`` says
     that its bounds were widened (the optimum bounds every plan's, but its plan may need the slack) or, with
     ``strict_memory``, narrowed (every plan it admits fits, but it may miss one that fits exactly).
+    ``below`` (exact mode): only a plan of value below it is wanted. Once a plan is known (one stage on every node,
+    or the pass along one topological order), the DP skips every stage above it, and where the optimum is not below
+    it there is no plan, with ``stats["none_below"]`` (a plan fits, above it); without either plan no stage is
+    skipped, so that no plan still shows that none fits.
     """
     started = time.perf_counter()
     check_schedule(schedule)
@@ -360,6 +364,9 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
                                 types.bandwidth[tau], "greedy", types.speed[tau])[0]
                    for tau, k, d in pairs if d <= cap), default=math.inf)
     stats["one_stage_value"] = ceiling if math.isfinite(ceiling) else None
+    capped = mode == "exact" and below < ceiling < math.inf   # a plan fits: every stage above below is skipped
+    if capped:
+        ceiling = below
     chain = chain_sets(tables)
     chain_arrays = _arrays(tables, chain, ys, max(types.speed))
 
@@ -378,6 +385,9 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
             return None
         chain_found[:] = [chain_dp]
         lowered = min(ceiling, _best(chain_dp[0], chain.full, codes)[0])
+        if mode == "exact" and below < lowered < math.inf:   # the chain's plan fits
+            lowered = below
+            stats["none_below"] = below
 
         def tell(done: int, count: int) -> None:
             filled[0] = done
@@ -407,6 +417,10 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     ceiling, dp, par_set, par_q, counters = found
     stats["chain_value"] = ceiling if math.isfinite(ceiling) else None
     value, k, s = _best(dp, sets.full, codes)
+    if capped:
+        stats["none_below"] = below
+    if "none_below" in stats and value < stats["none_below"]:   # the optimum, below the cap
+        del stats["none_below"]
     stats.update(pairs=int(counters[0]), stage_evaluations=int(counters[1]), knapsacks=int(counters[2]))
     if mode == "greedy":
         stats["greedy_not_monotone"] = int(counters[3])
