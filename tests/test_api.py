@@ -911,6 +911,17 @@ def test_verify_checks_what_a_solved_plan_records(tmp_path):
     assert not any("claim" in note for note in placement.simulate(pair, path, schedule="split-backward").notes)
 
 
+@pytest.mark.parametrize("backward", ["", 0, False, 0.0, {}, []])
+def test_verify_refuses_a_backward_that_names_no_mode(backward):
+    """A falsy ``backward`` is a value given, not one left out: it was taken for the mode the plan records (a
+    split plan checked as split, ``backward=False`` too), as if not given."""
+    pair = placement.load(ROOT / "instances" / "tiny" / "training-pair.json")
+    for plan in (placement.solve(pair), placement.solve(pair, backward="split")):
+        with pytest.raises(placement.InvalidParameterError) as info:
+            placement.verify(pair, plan, backward=backward)
+        assert str(info.value) == f"backward must be one of 'joint', 'split', not {backward!r}"
+
+
 def test_verify_applies_the_call_limit_a_latency_plan_records():
     """a -> b -> c, b on the CPU only. Two calls on the accelerator: a (1, sends 0.1) ends at 1.1, b on
     the CPU at 2.1, then c's call receives b's output (0.1) and computes (1): latency 3.2. A plan file

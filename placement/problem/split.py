@@ -60,7 +60,8 @@ def checked_backward(record: Mapping[str, Any], backward: str | None = None,
     (``record``, the ``backward`` section of a solved plan; ``backward`` is ``split`` where it records
     one), else the defaults; with the names of the options taken from the record (``backward`` first)."""
     from_record = backward is None and record.get("mode") == "split" or backward == "split"
-    options: dict[str, Any] = {"backward": backward or ("split" if record.get("mode") == "split" else "joint")}
+    recorded = "split" if record.get("mode") == "split" else "joint"
+    options: dict[str, Any] = {"backward": recorded if backward is None else backward}
     taken = ["backward"] if backward is None and options["backward"] == "split" else []
     for name, default in SPLIT_DEFAULTS.items():
         value = given.get(name)
