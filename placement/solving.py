@@ -97,7 +97,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     from placement.loading import is_piper, loaded_as_overridden
 
     read = {"instance": instance, "warm_start": warm_start, "split": split}   # the files the solve reads, if any
-    _recordable(accelerators=accelerators, cpus=cpus)
+    _recordable(accelerators=accelerators, cpus=cpus, calls=calls)
     instance = loaded_as_overridden(instance, lambda: {"accelerators": accelerators, "cpus": cpus, "memory": memory})
     given = dict(backend=backend, time_limit=time_limit, gap=gap, threads=threads, seed=seed, stages=stages,
                  calls=calls, warm_start=warm_start, max_ideals=max_ideals, log=log, split=split, restarts=restarts,
@@ -334,8 +334,9 @@ def _milp_instead(problem: Instance, options: Mapping[str, Any], started: float,
 
 
 def _recordable(**counts: Any) -> None:
-    """Refuse a device count override past the float range: the Result records it (``overrides``), and a plan file
-    holding it could not be read back. Other values are left to the checks of the overrides."""
+    """Refuse a device count override or a call limit past the float range: the Result records it (``overrides``,
+    the verdict's ``calls``), and a plan file holding it could not be read back. Other values are left to the checks
+    of the overrides and of ``calls``."""
     from placement.jsonfile import past_floats
     from placement.problem.instance import is_flag
 

@@ -1212,6 +1212,19 @@ def test_a_device_override_past_the_float_range_is_refused_as_its_plan_file_coul
     assert placement.Result.from_json(result.to_json()) == result
 
 
+def test_a_call_limit_past_the_float_range_is_refused_as_its_plan_file_could_not_be_read():
+    # it was taken, and the Result's to_json() recorded it in 'verified.calls', which Result.from_json and verify
+    # of the written file refused
+    with pytest.raises(placement.InvalidParameterError) as info:
+        placement.solve(CHAIN4, objective="latency", calls=10**400)
+    assert (info.value.parameter, str(info.value)) == (
+        "calls", "calls is an integer of 401 digits, past the largest number (about 1.8e308): a plan file recording "
+                 "it could not be read back")
+    result = placement.solve(CHAIN4, objective="latency", calls=10**300)   # within the range: recorded and read back
+    assert result.verification.calls == 10**300
+    assert placement.Result.from_json(json.loads(json.dumps(result.to_json()))) == result
+
+
 def test_an_integer_past_the_float_range_is_refused_in_code_as_in_a_file():
     """10**400 as a time, a memory or an edge size of an instance built in code raised OverflowError from
     float(); as a node id of a document or one built in code it was accepted, and its plan could not be read
