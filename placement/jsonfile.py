@@ -53,8 +53,9 @@ def read_bytes(path: str | Path, error: type[PlacementError], max_bytes: int = M
 
     A longer regular file raises :class:`LimitExceededError` (parameter ``max_bytes``) before any
     reading; a stream (a pipe, ``/dev/zero``) is read in chunks and refused as soon as it passes
-    ``max_bytes``. A missing or unreadable file raises ``error``, and so does an empty name (which
-    :class:`~pathlib.Path` would read as ``.``, the current folder).
+    ``max_bytes``. A regular file is read in one call of its size (plus one byte, to see whether it grew since;
+    a file that did is read on in chunks), whatever ``max_bytes``. A missing or unreadable file raises ``error``,
+    and so does an empty name (which :class:`~pathlib.Path` would read as ``.``, the current folder).
     """
     if not os.fspath(path):
         raise error("'': an empty file name; give the path of a file")
@@ -64,11 +65,14 @@ def read_bytes(path: str | Path, error: type[PlacementError], max_bytes: int = M
     try:
         with open(path, "rb") as fh:
             status = os.fstat(fh.fileno())
+            data = bytearray()
             if stat.S_ISREG(status.st_mode):
                 if status.st_size > max_bytes:
                     raise too_long
-                return fh.read(max_bytes + 1)
-            data = bytearray()
+                whole = fh.read(status.st_size + 1)
+                if len(whole) <= status.st_size:
+                    return whole
+                data += whole
             while len(data) <= max_bytes:
                 chunk = fh.read(min(_CHUNK, max_bytes + 1 - len(data)))
                 if not chunk:

@@ -341,6 +341,13 @@ def test_input_size_limit(tmp_path):
         load(path, max_bytes=0)
 
 
+@pytest.mark.parametrize("limit", [2**40, 2**63 - 2, 2**63, 10**40])
+def test_a_size_limit_far_above_the_file_reads_it(tmp_path, limit):
+    # the file was read with one read of limit + 1 bytes: MemoryError from 2**40, OverflowError from 2**63 - 2
+    path = write(tmp_path, json.dumps(instance()))
+    assert len(load(path, max_bytes=limit).nodes) == 3
+
+
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero here")
 def test_an_endless_stream_stops_at_the_default_limit(capsys):
     # 256 MiB are read, not more; the command line says so in one line.
