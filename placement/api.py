@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 from placement.errors import InvalidParameterError, LimitExceededError
 from placement.io.plans import as_plan
 from placement.loading import as_loaded, is_piper, loaded_as_overridden, override_devices
-from placement.parameters import callback, flag, integer, keywords_checked, number, one_of
+from placement.parameters import callback, flag, integer, keywords_checked, number, one_of, shown
 from placement.result import Verification
 
 HYPAR_FORMAT = "placement-hypar/1"
@@ -436,7 +436,7 @@ def hypar(network: str | PathLike[str], *, accelerators: int, batch: int, types:
     accelerators = int(accelerators)
     batch = integer("batch", batch, smallest=1, largest=MAX_BATCH)
     if isinstance(types, bool) or not isinstance(types, numbers.Integral) or types not in (2, 3):   # not 2.0
-        raise InvalidParameterError("types", f"must be 2 (HyPar) or 3 (AccPar), not {types!r}")
+        raise InvalidParameterError("types", f"must be 2 (HyPar) or 3 (AccPar), not {shown(types)}")
     callback("progress", progress)
     chain = load_network(network)
     kinds = partition_types(types)

@@ -836,6 +836,9 @@ def test_hypar_result_json():
     for types in (4, 2.0, True):   # a float or a bool is no count of partition types
         with pytest.raises(placement.InvalidParameterError, match=f"^types must be 2 .* not {types!r}$"):
             placement.hypar("lenet-c", accelerators=4, batch=32, types=types)
+    with pytest.raises(placement.InvalidParameterError) as info:   # the message named all 401 digits
+        placement.hypar("lenet-c", accelerators=4, batch=32, types=10**400)
+    assert str(info.value) == "types must be 2 (HyPar) or 3 (AccPar), not an integer of about 401 digits"
 
 
 # ----- the package itself ---------------------------------------------------------------------------
