@@ -115,7 +115,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         max_ideals = integer("max_ideals", max_ideals, smallest=1, optional=True)   # named as the caller names it
         if max_ideals is not None and schedule == "interleaved":
             raise interleaved_refusal("max_ideals")
-        return solve_piper(instance, devices=devices, memory=memory, schedule=schedule or "piper",
+        return solve_piper(instance, devices=devices, memory=memory, schedule="piper" if schedule is None else schedule,
                            max_sets=max_ideals, progress=progress, objective=objective, chunks=chunks,
                            time_limit=time_limit)
     if devices is not None or schedule is not None or chunks is not None:

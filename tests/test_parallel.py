@@ -255,6 +255,15 @@ def test_bad_parameters_and_memory_that_fits_nothing():
                                   "allowed degree")
 
 
+@pytest.mark.parametrize("schedule", ["", 0, False, []])
+def test_a_schedule_that_names_none_is_refused_not_taken_for_the_default(schedule):
+    # it was taken as left out: the plan of schedule 'piper', returned for a value that names no schedule
+    inst = chain([{1: (tmpc("v", 1, b=5),)}], devices=2)
+    with pytest.raises(InvalidParameterError) as info:
+        placement.solve(inst, schedule=schedule)
+    assert str(info.value) == f"schedule must be one of 'piper', '1f1b', 'gpipe', 'interleaved', not {schedule!r}"
+
+
 def test_a_node_whose_degrees_no_stage_can_take_is_named_as_such_not_as_memory():
     # Both nodes have TMPCs at t = 4 only and 2 (or 3) devices exist: no stage of t·d ≤ devices takes
     # either, whatever the memory (10^12 bytes); the reason said it was the memory.
