@@ -264,6 +264,23 @@ def test_a_schedule_that_names_none_is_refused_not_taken_for_the_default(schedul
     assert str(info.value) == f"schedule must be one of 'piper', '1f1b', 'gpipe', 'interleaved', not {schedule!r}"
 
 
+def test_a_device_count_past_the_float_range_is_refused_as_its_plan_file_could_not_be_read(tmp_path):
+    # it was taken, and the plan's to_json() recorded it, which verify and simulate of the written file refused
+    inst = chain([{1: (tmpc("v", 1, b=5),)}], devices=2)
+    with pytest.raises(InvalidParameterError) as info:
+        placement.solve(inst, devices=10**400)
+    assert str(info.value) == ("devices is an integer of 401 digits, past the largest number (about 1.8e308): a plan "
+                               "file recording it could not be read back")
+    with pytest.raises(InvalidParameterError) as info:
+        placement.solve(two_types(cpu=True), devices={"gpu": 10**400})
+    assert str(info.value) == ("devices['gpu'] is an integer of 401 digits, past the largest number (about 1.8e308): "
+                               "a plan file recording it could not be read back")
+    result = placement.solve(inst, devices=10**300)   # within the range: recorded and read back
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(result.to_json()))
+    assert placement.verify(inst, path).valid
+
+
 def test_a_node_whose_degrees_no_stage_can_take_is_named_as_such_not_as_memory():
     # Both nodes have TMPCs at t = 4 only and 2 (or 3) devices exist: no stage of t·d ≤ devices takes
     # either, whatever the memory (10^12 bytes); the reason said it was the memory.
