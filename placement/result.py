@@ -108,7 +108,8 @@ class Verification:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Verification":
-        """Read :meth:`to_json`'s output back (``report`` is ``None``)."""
+        """Read :meth:`to_json`'s output back (``report`` is ``None``); a verdict ``valid`` that lists violations
+        contradicts itself and is refused."""
         from placement.io.plans import node_ids
         from placement.jsonfile import json_type_name
 
@@ -124,6 +125,9 @@ class Verification:
         if ledger is not None and not isinstance(ledger, bool):
             raise InvalidPlanError("verified.ledger_agrees: must be true, false or null, got "
                                    + json_value_text(ledger))
+        if valid and violations:   # the evaluator's verdict is valid exactly where it lists no violation
+            raise InvalidPlanError(f"verified.valid is true, but verified.violations lists {len(violations)}: a "
+                                   "verdict is valid where it finds none")
         return cls(valid=valid, objective=_text(data, "objective", "verified.objective", "throughput"),
                    contiguity=_text(data, "contiguity", "verified.contiguity", "none"),
                    value=_number(data.get("value"), "verified.value"),

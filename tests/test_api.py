@@ -538,6 +538,9 @@ def test_plan_documents_take_numpy_node_ids():
     ("finest_class", 5, "verified.finest_class: must be a string, got 5"),
     ("ledger_agrees", "no", "verified.ledger_agrees: must be true, false or null, got 'no'"),
     ("ledger_agrees", 0, "verified.ledger_agrees: must be true, false or null, got 0"),
+    # a verdict that found a violation is invalid: the plan was read as verified (Result.ok true)
+    ("violations", ["node 9 is not placed"], "verified.valid is true, but verified.violations lists 1: a verdict "
+                                             "is valid where it finds none"),
 ])
 def test_result_from_json_reads_the_verdict_strictly(field, value, why):
     document = placement.solve(CHAIN4).to_json()
