@@ -860,7 +860,7 @@ def test_an_infeasible_result_measures_nothing():
     and 0, and json.dumps wrote Infinity, which strict JSON readers refuse)."""
     result = placement.codesign(MODEL, chips=2, power=1, grid=TINY)
     assert result.status == "infeasible"
-    document = json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    document = json.loads(json.dumps(result.to_json(), allow_nan=False))
     assert (document["value"], document["time_per_input_ms"], document["power_w"]) == (None, None, None)
 
 
@@ -876,6 +876,9 @@ def test_cli_json(capsys):
                                                               if dev.nodes]
     assert (document["evaluated"], document["pruned"]) == (expected.evaluated, expected.pruned)
     assert sorted(v for stage in document["plan"] for v in stage["nodes"]) == list(range(28))
+    # the library's to_json, named as every other result's, is the document the CLI prints (runtime apart)
+    assert {k: v for k, v in expected.to_json().items() if k != "runtime_s"} == \
+        {k: v for k, v in document.items() if k != "runtime_s"}
 
 
 @pytest.mark.parametrize("baseline, placed", [("random", "64 design combinations placed"),

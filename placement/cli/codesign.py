@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
                                 max_combinations=args.max_combinations,
                                 progress=progress_printer(args.quiet, getattr(args, "rename", None)), **options)
     if args.json:
-        print_json(result.to_dict())
+        print_json(result.to_json())
     else:
         print(format_codesign(result))
     return 0 if result.plan is not None else 1

@@ -106,7 +106,11 @@ class CodesignResult:
     stats: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the CLI's ``--json``); without a plan, ``value``, ``time_per_input_ms`` and
+        """:meth:`to_json`, under its earlier name."""
+        return self.to_json()
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (the CLI's ``--json``), as every result's ``to_json``; without a plan, ``value``, ``time_per_input_ms`` and
         ``power_w`` are null (there is nothing they measure), and so is an infinite ``value`` in the strict
         JSON the CLI writes (a model of no work, whose throughput nothing bounds: the text says ``inf``)."""
         planned = self.plan is not None
