@@ -192,7 +192,8 @@ def _with_record_notes(result: Any, plan: Any, checked: Any, problem: Any, objec
 def _verify_parallel(instance: Any, plan: Any, ledger: bool) -> Any:
     """:func:`verify` on a Piper instance: the plan (a plan file or document as ``solve`` writes it, a
     ``ParallelResult`` or a ``ParallelPlan``) checked on the devices and memory it records (the instance's
-    where it records none); the claims of its record that the check refutes become its ``notes``."""
+    where it records none); the claims of its record that the check refutes become its ``notes``, after one that
+    names the instance it records where that is another."""
     from dataclasses import replace
 
     from placement.jsonfile import load_json
@@ -209,7 +210,11 @@ def _verify_parallel(instance: Any, plan: Any, ledger: bool) -> Any:
         record: Any = plan.to_json()
     else:
         record = plan if isinstance(plan, Mapping) else {}
-    return replace(verified, notes=tuple(refuted_claims(record, verified)))
+    notes = refuted_claims(record, verified)
+    made_for = record.get("instance")
+    if isinstance(made_for, str) and made_for and instance.name and made_for != instance.name:
+        notes.insert(0, f"the plan was made for instance {made_for!r}, not {instance.name!r}")
+    return replace(verified, notes=tuple(notes))
 
 
 def _loaded_for_check(instance: Any, plan: Any, accelerators: Any, cpus: Any, memory: Any) -> tuple[Any, Any]:

@@ -326,3 +326,23 @@ def test_the_stage_table_shows_the_nodes_and_degrees_as_checked(tmp_path, capsys
                         "-----  -----  -  -  -----------  ------  ---------",
                         "    0  0      1  1            1       1          3",
                         "    1  1      2  1          0.5       1          1"]
+
+
+def test_a_plan_made_for_another_instance_says_so():
+    # The solve records the instance's name (its file's stem); verify notes a plan checked on another one, first,
+    # whether the plan is valid there or not, and a record of no name, or the same one, gives no such note.
+    from dataclasses import replace
+
+    from tests.test_simulate_parallel import chain
+
+    first, second = replace(chain([1.0, 2.0]), name="first"), replace(chain([1.0, 2.0]), name="second")
+    document = json.loads(json.dumps(placement.solve(first, devices=2).to_json()))
+    assert document["instance"] == "first"
+    there = placement.verify(second, document)
+    assert there.valid and there.notes == ("the plan was made for instance 'first', not 'second'",)
+    assert placement.verify(first, document).notes == ()
+    assert placement.verify(second, dict(document, instance="")).notes == ()
+    longer = replace(chain([1.0, 2.0, 3.0]), name="longer")
+    invalid = placement.verify(longer, document)
+    assert not invalid.valid and invalid.notes == ("the plan was made for instance 'first', not 'longer'",)
+    assert ParallelPlan.from_json(document) == placement.solve(first, devices=2).plan

@@ -28,7 +28,7 @@ class ParallelResult:
     lower bound on it; ``time_per_batch``: the plan's exact time per batch under the schedule
     (``piper``: the 1F1B order), whatever the objective; ``megatron``: the hand-off (:mod:`.handoff`);
     ``chunks``: the model chunks per device group the schedule was solved for (1 but under ``interleaved``),
-    known with or without a plan."""
+    known with or without a plan; ``instance``: the name of the instance solved (its file's stem)."""
 
     status: Status
     plan: ParallelPlan | None
@@ -45,6 +45,7 @@ class ParallelResult:
     objective: str = "throughput"
     batch_time: float | None = None
     chunks: int = 1
+    instance: str = ""
 
     def __hash__(self) -> int:   # over the fields that hash (equal results have equal ones); the dicts do not
         devices = tuple(sorted(self.devices.items())) if isinstance(self.devices, dict) else self.devices
@@ -76,9 +77,9 @@ class ParallelResult:
                     doc.update(group=k % groups, chunk=k // groups)
                 stages.append(doc)
         finite = lambda x: x if x is not None and math.isfinite(x) else None  # noqa: E731
-        return {"format": PLAN_FORMAT, "status": str(self.status), "schedule": self.schedule,
-                "objective": self.objective, "devices": self.devices, "memory": self.memory, "value": finite(self.value),
-                "bound": finite(self.bound), "gap": self.gap, "timePerBatch": finite(self.time_per_batch),
+        return {"format": PLAN_FORMAT, "instance": self.instance, "status": str(self.status),
+                "schedule": self.schedule, "objective": self.objective, "devices": self.devices, "memory": self.memory,
+                "value": finite(self.value), "bound": finite(self.bound), "gap": self.gap, "timePerBatch": finite(self.time_per_batch),
                 "devicesUsed": None if self.plan is None else self.plan.devices, "stages": stages,
                 "megatron": self.megatron, "message": self.message, "runtime_s": self.runtime_s,
                 **({"chunks": chunks} if chunks != 1 else {})}   # the same keys with a plan and without

@@ -105,6 +105,16 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     unless given ``time_limit`` (objective ``throughput``): past it, the best pipeline along one topological
     order is returned, ``feasible``, with the bound Σ of the nodes' least ``t · time`` over the devices (``optimal``
     where its value meets that bound)."""
+    result = _solved(instance, devices=devices, memory=memory, schedule=schedule, max_sets=max_sets,
+                     progress=progress, objective=objective, forward_share=forward_share, chunks=chunks,
+                     time_limit=time_limit)
+    return dataclasses.replace(result, instance=instance.name)   # checked a PiperInstance there
+
+
+def _solved(instance: PiperInstance, *, devices: int | dict[str, int] | str | None, memory: float | None,
+            schedule: str, max_sets: int | None, progress: Callable[[str], None] | None, objective: str,
+            forward_share: float | None, chunks: int | None, time_limit: float | None) -> ParallelResult:
+    """:func:`solve_piper`'s answer, without the instance's name."""
     started = time.perf_counter()
     if not isinstance(instance, PiperInstance):
         raise InvalidParameterError("instance", f"must be a PiperInstance (placement.load reads a Piper file into "
