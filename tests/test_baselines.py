@@ -155,6 +155,19 @@ def test_expert_split_says_it_does_not_read_backward_tasks():
                               "split-backward plan)")
 
 
+def test_expert_split_made_for_another_instance_says_so(tmp_path):
+    """A split whose record names another instance is evaluated as it is, and the message says whose it was, as
+    verify and split say it of a plan; a file with no record, or the same name, gives no such note."""
+    problem = read_instance(TINY / "training-pair.json")
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"instance": "chain4", "fpgas": [{"nodes": [1]}, {"nodes": [2]}]}))
+    expert = solve(problem, "expert", split=split)
+    assert (expert.status, expert.objective) == (Status.FEASIBLE, 11.5)
+    assert expert.message == "the split was made for instance 'chain4', not 'training-pair'"
+    split.write_text(json.dumps({"instance": "training-pair", "fpgas": [{"nodes": [1]}, {"nodes": [2]}]}))
+    assert solve(problem, "expert", split=split).message == ""
+
+
 def test_latency_greedy_by_hand():
     """memory-chain as an inference graph: a -> b -> c, 3 bytes each, memory 5 per accelerator (2), CPU.
 

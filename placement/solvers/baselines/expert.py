@@ -11,7 +11,8 @@ returned lists the split's nodes as given (unknown or repeated ids included, so
 that the evaluator still reports them) followed by the inferred ones, and
 verifies without inference. A split
 that breaks a constraint is returned with status ``error`` and the evaluator's
-first violation in the message.
+first violation in the message. A split that records another instance than the one solved is evaluated as it is,
+and the message says so.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
-from placement.io.plans import as_plan
+from placement.io.plans import as_plan, made_for_another
 from placement.solution import Solution
 from placement.solvers.baselines.common import THROUGHPUT, check_objective, throughput_solution
 from placement.verification.evaluate import evaluate, with_inferred
@@ -45,8 +46,11 @@ def solve_expert(problem: Instance, **options: Any) -> Solution:
     plan = with_inferred(joint, completed)
     stats = {"split": os.fspath(split) if isinstance(split, (str, PathLike)) else type(split).__name__,
              "inferred_from_colours": len(completed.inferred)}
-    note = ""
+    notes = []
+    other = made_for_another(split, problem.name)   # after reading it: a pipe is read once, by as_plan
+    if other is not None:
+        notes.append(f"the split was made for instance {other!r}, not {problem.name!r}")
     if any(dev.b_tasks or dev.w_tasks for dev in listed.devices):
-        note = ("the split's b_tasks and w_tasks are not read: method 'expert' evaluates the plan with joint "
-                "backward nodes (verify with backward='split' checks a split-backward plan)")
-    return throughput_solution(problem, plan, "expert", start, stats, note)
+        notes.append("the split's b_tasks and w_tasks are not read: method 'expert' evaluates the plan with joint "
+                     "backward nodes (verify with backward='split' checks a split-backward plan)")
+    return throughput_solution(problem, plan, "expert", start, stats, "; ".join(notes))
