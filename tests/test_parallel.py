@@ -581,6 +581,18 @@ def test_a_batch_too_long_to_lay_out_still_gets_its_plan():
     assert result.stats["time_per_batch"].startswith("not computed: 3,000,000 micro-batches make 6,000,000 tasks")
 
 
+def test_micro_batches_near_the_largest_count_read_leave_no_memory_split_and_still_solve():
+    # mbsInBatch = 2^53, the largest count the reader takes: a stage's memory has up to 2 · (2^53 + 1) terms, so no
+    # split of the sizes into two parts keeps their sums below 2^52 (the shift of the split came out -1, and the
+    # split raised ValueError: negative shift count); the DP runs on bounds widened by 1e-8 instead, and the one
+    # stage of both nodes (memory 2 of 100, time 2) is the optimum
+    doc = {"maxDevices": 1, "maxMemoryPerDevice": 100.0, "bandwidth": 1.0, "mbsInBatch": 2 ** 53, "edges": [],
+           "nodes": [{"id": k, "name": f"n{k}", "TMPCs": {"1": [_tmpc("a", 1.0, 1.0, 1.0)]}} for k in (0, 1)]}
+    result = placement.solve(placement.load(doc))
+    assert (result.status, result.value, result.time_per_batch) == ("optimal", 2.0, None)
+    assert [(s.nodes, s.d, s.t) for s in result.plan.stages] == [((0, 1), 1, 1)]
+
+
 def test_the_set_limit_of_a_piper_instance_speaks_of_its_graph(tmp_path, capsys):
     # two unconnected nodes have four successor-closed sets; a limit of 1 refuses them, in terms of
     # Piper's graph (the ideals' message suggested colour classes, which Piper instances do not have)

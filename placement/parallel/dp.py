@@ -206,12 +206,15 @@ def written_fit(types: DeviceTypes, tables: Tables, most_in_flight: int) -> Writ
     unit = math.lcm(*(f.denominator for x, f in written.items() if x not in beyond))
     shift = (2 ** 52 // (n * (most_in_flight + 1) + 1)).bit_length() - 1
 
+    if shift < 1:   # so many terms a stage that no part below 2^52 holds their sum (micro-batches near 2^53)
+        return None
+
     def split(x: float) -> tuple[int, int]:
         whole = int(top * unit) + 1 if x in beyond else int(written[x] * unit)
         return whole >> shift, whole - ((whole >> shift) << shift)
 
     parts = {x: split(x) for x in written}
-    if shift < 1 or any(abs(hi) >= 2 ** 52 for hi, _ in parts.values()):   # each, as a float, exact
+    if any(abs(hi) >= 2 ** 52 for hi, _ in parts.values()):   # each, as a float, exact
         return None
     high = np.vectorize(lambda x: float(parts[float(x)][0]), otypes=[float])
     low = np.vectorize(lambda x: float(parts[float(x)][1]), otypes=[float])
