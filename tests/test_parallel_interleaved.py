@@ -64,6 +64,34 @@ def test_held_profiles_by_hand(local, groups, chunks, rank, expected):
     assert held_profiles(local, groups, chunks, rank) == expected
 
 
+def test_a_vast_batch_holds_what_three_rounds_of_the_groups_hold(monkeypatch):
+    """Past the warm-up the micro-batches held per chunk after a forward repeat every p·v steps, so a replica
+    of n ≥ 3p micro-batches holds what one of 3p holds (placement.simulation.parallel_orders.held_walk). The
+    evaluator and the solver's held vectors walked the whole order of n·v forwards: at mbsInBatch = 2^52, the
+    order of 2^53 tasks, which no memory holds. Chain A = 1, 2, 4, 8 in chunks 0-3, S = v = 2, d = 1: group 0
+    (chunks 0, 2) holds (3, 2) or (4, 1), 3 + 8 = 11; group 1 (chunks 1, 3) (2, 1) or (3, 0), 4 + 8 = 12."""
+    from placement.parallel import interleaved as solver
+    from placement.verification import parallel_interleaved as check
+
+    order, walked = check.interleaved, []
+
+    def counted(local, *rest):
+        walked.append(local)
+        return order(local, *rest)
+
+    monkeypatch.setattr(check, "interleaved", counted)
+    monkeypatch.setattr(solver, "interleaved", counted)
+    plan = ParallelPlan(tuple(ParallelStage((k,), 1, 1, {k: "x"}) for k in range(4)), "interleaved", 2)
+    for m in (48, 2 ** 52):
+        walked.clear()
+        evaluation = evaluate_interleaved(chain([1, 2, 3, 4], m=m, activations=[1, 2, 4, 8]), plan)
+        assert walked == [6, 6]
+        assert [(s.memory, s.in_flight) for s in evaluation.stages] == [(11.0, 4), (12.0, 3), (11.0, 2), (12.0, 1)]
+        walked.clear()
+        assert [held_profiles(m, 2, 2, g) for g in (0, 1)] == [((3, 2), (4, 1)), ((2, 1), (3, 0))]
+        assert walked == [6, 6]
+
+
 # --- hand-solved plans -------------------------------------------------------------------------------
 
 # Chain of 5 nodes, times 1..5, m = 2, 2 devices, v = 2: S = 2 groups of d = t = 1, K = 4 chunks, so

@@ -70,7 +70,7 @@ from placement.parameters import MAX_THREADS, MAX_TIME_LIMIT, callback, integer,
 from placement.problem.instance import format_number
 from placement.problem.memory_fit import fits_counted
 from placement.result import Status
-from placement.simulation.parallel_orders import FORWARD, interleaved
+from placement.simulation.parallel_orders import FORWARD, held_walk, interleaved
 
 if TYPE_CHECKING:
     from placement.parallel.interleaved_cpsat import ShapeOutcome
@@ -119,7 +119,7 @@ def held_profiles(local: int, groups: int, chunks: int, group: int) -> tuple[tup
     is at least as large as everywhere (the memory peak is the largest ``Σ_c A_c·held_c`` over them)."""
     held = [0] * chunks
     seen: set[tuple[int, ...]] = set()
-    for kind, chunk, _ in interleaved(local, groups, chunks, group):
+    for kind, chunk, _ in interleaved(held_walk(local, groups), groups, chunks, group):   # every vector held
         held[chunk] += 1 if kind == FORWARD else -1
         if kind == FORWARD:
             seen.add(tuple(held))

@@ -31,7 +31,7 @@ import math
 from placement.io.piper import PiperInstance
 from placement.parallel.plan import ParallelPlan
 from placement.problem.memory_fit import fits_counted
-from placement.simulation.parallel_orders import FORWARD, interleaved
+from placement.simulation.parallel_orders import FORWARD, held_walk, interleaved
 from placement.verification.parallel import (ParallelEvaluation, StageEvaluation, chosen_tmpc, memory_figures,
                                              pipeline_positions)
 
@@ -124,7 +124,7 @@ def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices
         activation = {tuple(0 for _ in range(v)): 0.0}
         if runnable:
             held = [0] * v
-            for kind, c, _ in interleaved(m // d, groups, v, g):
+            for kind, c, _ in interleaved(held_walk(m // d, groups), groups, v, g):   # every vector held
                 if kind != FORWARD:
                     held[c] -= 1
                     continue
