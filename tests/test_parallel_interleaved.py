@@ -130,6 +130,16 @@ def test_the_runtime_counts_the_time_per_batch_of_the_plan(monkeypatch):
     assert result.batch_time is not None and result.runtime_s >= 100.0
 
 
+def test_a_batch_too_long_to_lay_out_still_gets_its_interleaved_plan():
+    """2^21 micro-batches of 4 virtual stages make 2^24 tasks, over the simulator's 2 GiB: the plan's time per
+    batch cannot be computed, and the solve raised LimitExceededError for it, where the other schedules return
+    their plan without it. The plan and its value are those of any m (no parameters): [01][2][3][4], 8."""
+    result = solve_interleaved(chain([1, 2, 3, 4, 5], m=2 ** 21), chunks=2)
+    assert (result.status, result.value, result.batch_time) == (Status.OPTIMAL, 8.0, None)
+    assert result.stats["time_per_batch"].startswith("not computed: 2,097,152 micro-batches make 16,777,216 tasks")
+    assert result.to_json()["timePerBatch"] is None
+
+
 def test_too_many_microbatches_are_refused_before_the_plan_is_checked(monkeypatch):
     """4 virtual stages, 10^11 micro-batches: 8·10^11 tasks, far over the simulator's 2 GiB. The
     refusal comes before the plan's check, whose interleaved orders also grow with the micro-batches."""

@@ -61,7 +61,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from placement.errors import InvalidParameterError, SolverUnavailableError
+from placement.errors import InvalidParameterError, LimitExceededError, SolverUnavailableError
 from placement.io.piper import PiperInstance
 from placement.parallel.handoff import megatron_config
 from placement.parallel.plan import ParallelPlan, ParallelStage
@@ -476,7 +476,11 @@ def _answer(instance: PiperInstance, best, bounds: list[float], devices: int, me
     bound = min(proven, value)
     optimal = value - bound <= OPTIMALITY_TOLERANCE * value
     stats.update(groups=shape.groups, d=shape.d, t=shape.t)
-    batch = interleaved_time_per_batch(instance, plan)   # before the runtime is read: the call's work counts it
+    try:   # before the runtime is read: the call's work counts it
+        batch = interleaved_time_per_batch(instance, plan)
+    except LimitExceededError as exc:   # a batch too long to lay out as a task graph: the plan stands without it
+        batch = None
+        stats["time_per_batch"] = f"not computed: {exc}"
     return ParallelResult(Status.OPTIMAL if optimal else Status.FEASIBLE, plan, evaluation.value, bound, devices,
                           memory, INTERLEAVED, evaluation, handoff(instance, plan),
                           time.perf_counter() - started, "" if optimal else
