@@ -80,6 +80,11 @@ def test_calls_of_devices_and_fpgas_must_agree(tmp_path):
     ({"format": "placement-plan/99", "devices": []}, "field 'format' must be 'placement-plan/1', got 'placement-plan/99'"),
     ({"format": "placement-parallel-plan/1", "stages": []},
      "field 'format' must be 'placement-plan/1', got 'placement-parallel-plan/1'"),
+    # a parallel plan as the simulator's docs write it by hand (no format) met where a plan of devices is read (an
+    # instance that is no Piper instance): it was told only that it has none of the fields
+    ({"schedule": "piper", "stages": [{"nodes": [0], "d": 2, "t": 1, "tmpcs": {"0": "a"}}]},
+     "the plan has none of the fields 'devices', 'fpgas', 'cpus'; its 'stages' give degrees 'd' and 't': it is a "
+     "data- and tensor-parallel plan, which a Piper instance takes"),
     ({"fpgas": {}}, "field 'fpgas' must be an array, got object"),
     ({"fpgas": [], "cpus": 3}, "field 'cpus' must be an array, got integer"),
     ({"fpgas": [[1, 2]]}, "fpgas[0]: must be an object, got array"),

@@ -105,9 +105,19 @@ def parse_plan(data: Any) -> Plan:
     if "fpgas" not in data and "cpus" not in data:
         raise InvalidPlanError("the plan has none of the fields 'devices', 'fpgas', 'cpus'"
                                + ("; the document has 'nodes': it is an instance, or a description of one, not a plan"
-                                  if "nodes" in data else ""))
+                                  if "nodes" in data else
+                                  "; its 'stages' give degrees 'd' and 't': it is a data- and tensor-parallel plan, "
+                                  "which a Piper instance takes" if _parallel_stages(data) else ""))
     return _a_plan(data, Plan(_device_list(data.get("fpgas", []), "fpgas", ACCELERATOR)
                               + _device_list(data.get("cpus", []), "cpus", CPU)))
+
+
+def _parallel_stages(data: dict) -> bool:
+    """Whether ``data`` has the ``stages`` of a data- and tensor-parallel plan (each an object with ``d`` and ``t``),
+    which :mod:`placement.parallel.plan` reads for a Piper instance."""
+    stages = data.get("stages")
+    return (isinstance(stages, list) and bool(stages)
+            and all(isinstance(stage, dict) and "d" in stage and "t" in stage for stage in stages))
 
 
 #: the fields of a plan document that place nodes on devices: a document has at least one of them
