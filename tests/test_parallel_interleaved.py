@@ -341,6 +341,12 @@ def test_plan_json_keeps_the_chunks():
     with pytest.raises(InvalidPlanError, match=rf"^stages\[1\]\.group is 0, but stage 1 of an interleaved plan of "
                                                rf"{len(stages)} stages in 2 chunks is chunk 0 of device group 1$"):
         ParallelPlan.from_json(written)
+    # a group or chunk that is no whole number is named as such: "group is '1', but stage 1 ... is chunk 0 of
+    # device group 1" said the right group back as the reason
+    for key, value, shown in (("group", "1", "'1'"), ("chunk", 0.5, "0.5"), ("group", None, "null")):
+        stages[1] = {**stages[1], "group": 1, "chunk": 0, key: value}
+        with pytest.raises(InvalidPlanError, match=rf"^stages\[1\]\.{key} must be a whole number, not {shown}$"):
+            ParallelPlan.from_json(written)
 
 
 def test_result_json_has_the_same_keys_without_a_plan(tmp_path, capsys):

@@ -193,7 +193,10 @@ class ParallelPlan:
                                            f"number of stages; this plan has {len(doc['stages'])} stages and "
                                            f"{chunks} chunk{'s' if chunks != 1 else ''}")
                 expected = k % groups if key == "group" else k // groups
-                if isinstance(raw[key], bool) or raw[key] != expected:
+                value = raw[key]
+                if is_flag(value) or not (isinstance(value, int) or isinstance(value, float) and value.is_integer()):
+                    raise InvalidPlanError(f"{where}.{key} must be a whole number, not {json_value_text(value)}")
+                if value != expected:
                     raise InvalidPlanError(f"{where}.{key} is {json_value_text(raw[key])}, but stage {k} of an "
                                            f"interleaved plan of {len(doc['stages'])} stages in {chunks} chunks is "
                                            f"chunk {k // groups} of device group {k % groups}")
