@@ -383,6 +383,10 @@ def test_evaluator_names_what_is_wrong():
         "chunks = 2 must divide the plan's 1 stage",)
     assert evaluate_interleaved(instance, ParallelPlan(whole, "interleaved", 1)).violations == (
         "chunks = 1 must be at least 2",)
+    # one micro-batch per batch is counted in the singular ("the 1 micro-batches" before)
+    split = ParallelPlan((stage((0, 1)), stage((2,)), stage((3,)), stage((4,))), "interleaved", 2)
+    assert evaluate_interleaved(chain([1, 2, 3, 4, 5], m=1), split).violations == (
+        "d=1 must divide the 1 micro-batch and leave a multiple of the 2 groups per replica",)
 
 
 @pytest.mark.parametrize("kwargs, message", [

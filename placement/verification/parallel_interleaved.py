@@ -34,6 +34,7 @@ from placement.problem.memory_fit import fits_counted
 from placement.simulation.parallel_orders import FORWARD, held_walk, interleaved
 from placement.verification.parallel import (ParallelEvaluation, StageEvaluation, chosen_tmpc, memory_figures,
                                              pipeline_positions)
+from placement.wording import counted
 
 
 def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices: int | None = None,
@@ -72,8 +73,8 @@ def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices
     if groups < 2:
         violations.append(f"{groups} device group; the interleaved schedule needs at least 2")
     if m % d or (m // d) % groups:
-        violations.append(f"d={d} must divide the {m} micro-batches and leave a multiple of the {groups} groups "
-                          "per replica")
+        violations.append(f"d={d} must divide the {counted(m, 'micro-batch')} and leave a multiple of the {groups} "
+                          "groups per replica")
     used = groups * d * t
     if used > devices:
         violations.append(f"the plan uses {used} devices (S·d·t), more than the {devices} available")
