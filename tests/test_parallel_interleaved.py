@@ -90,6 +90,9 @@ def test_a_vast_batch_holds_what_three_rounds_of_the_groups_hold(monkeypatch):
         walked.clear()
         assert [held_profiles(m, 2, 2, g) for g in (0, 1)] == [((3, 2), (4, 1)), ((2, 1), (3, 0))]
         assert walked == [6, 6]
+    # a count the order refuses is still refused (it is no multiple of the groups), not walked as 6
+    with pytest.raises(InvalidParameterError, match=r"^microbatches per replica \(7\) must be a multiple of the 2 "):
+        held_profiles(7, 2, 2, 0)
 
 
 # --- hand-solved plans -------------------------------------------------------------------------------

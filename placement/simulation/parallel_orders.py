@@ -92,14 +92,15 @@ def interleaved(local: int, ranks: int, chunks: int, rank: int) -> list[Task]:
 def held_walk(local: int, ranks: int) -> int:
     """The micro-batches per replica whose :func:`interleaved` order shows, after its forwards, every vector of
     micro-batches held per chunk that the order of ``local`` shows, first seen in the same order: ``local``, or
-    ``3·ranks`` where that is fewer. For ``n ≥ 2p`` the warm-up ``W = min(2(p − ρ − 1) + (v − 1)p, n·v)`` is
+    ``3·ranks`` where that is fewer and ``local`` a multiple of ``ranks`` (any other ``local`` stays, for the order
+    to refuse it). For ``n ≥ 2p`` the warm-up ``W = min(2(p − ρ − 1) + (v − 1)p, n·v)`` is
     ``2(p − ρ − 1) + (v − 1)p < 2pv`` whatever ``n``, and no step depends on ``n``: the order of ``3p`` is a
     prefix of that of ``n`` but for its cool-down, which only ends backwards. In the steady part the vector after
     the forward of step ``W + k`` (forwards ``0 … W + k`` begun, backwards ``0 … k − 1`` ended) repeats with
     period ``p·v`` in ``k`` (every ``p·v`` steps each chunk begins and ends ``p`` more), and ``3p·v − W ≥ p·v``
     steps of ``3p`` show every phase. Memory peaks and in-flight counts of any ``n`` thus take ``O(p·v)``
     steps."""
-    return min(local, 3 * ranks)
+    return local if local % ranks else min(local, 3 * ranks)
 
 
 __all__ = ["BACKWARD", "FORWARD", "GPIPE", "INTERLEAVED", "ONE_F_ONE_B", "PARALLEL_SCHEDULES", "PIPER_SCHEDULE",
