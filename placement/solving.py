@@ -64,7 +64,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
           split: Any = None, restarts: int | None = None, backward: str = "joint", w_placement: str | None = None,
           inter_layer: bool | None = None, w_share: float | None = None,
           devices: int | str | dict[str, int] | None = None, schedule: str | None = None,
-          chunks: int | None = None) -> Result:
+          chunks: int | None = None, forward_share: float | None = None) -> Result:
     """Place ``instance`` optimally; see the module docstring and ``docs/api.md``.
 
     ``instance`` is an :class:`Instance`, a file path or a decoded document (read by
@@ -86,7 +86,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     A Piper instance (data- and tensor-parallel stages) is solved by :func:`placement.parallel.solve_piper`
     with ``devices``, ``memory``, ``schedule`` (``piper``, the default, ``1f1b``, ``gpipe``, or ``interleaved`` with
     ``chunks`` per device group and ``time_limit``), ``objective``
-    (``throughput``: Piper's; ``time-per-batch``: the schedule's), ``max_ideals`` (not under ``interleaved``,
+    (``throughput``: Piper's; ``time-per-batch``: the schedule's, with ``forward_share`` of each node's time per
+    sample in its forward, default 1/3), ``max_ideals`` (not under ``interleaved``,
     whose search its time limit bounds) and ``progress``, and
     returns a :class:`placement.parallel.ParallelResult` (docs/piper.md); for one with ``deviceTypes``,
     ``devices`` counts per type (``{"a100": 8, "v100": 16}`` or ``"a100:8,v100:16"``).
@@ -111,15 +112,16 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
             if name not in _PIPER_TAKES and value is not None:
                 raise InvalidParameterError(name, "does not apply to a Piper instance, whose one exact DP has "
                                                   "its own options (it takes devices, memory, schedule, chunks, "
-                                                  "objective, max_ideals, time_limit)")
+                                                  "objective, forward_share, max_ideals, time_limit)")
         max_ideals = integer("max_ideals", max_ideals, smallest=1, optional=True)   # named as the caller names it
         if max_ideals is not None and schedule == "interleaved":
             raise interleaved_refusal("max_ideals")
         return solve_piper(instance, devices=devices, memory=memory, schedule="piper" if schedule is None else schedule,
                            max_sets=max_ideals, progress=progress, objective=objective, chunks=chunks,
-                           time_limit=time_limit)
-    if devices is not None or schedule is not None or chunks is not None:
-        named = "devices" if devices is not None else "schedule" if schedule is not None else "chunks"
+                           time_limit=time_limit, forward_share=forward_share)
+    piper_only = {"devices": devices, "schedule": schedule, "chunks": chunks, "forward_share": forward_share}
+    if any(value is not None for value in piper_only.values()):
+        named = next(name for name, value in piper_only.items() if value is not None)
         raise InvalidParameterError(named,
                                     "applies to Piper instances only (data- and tensor-parallel stages)")
     one_of("method", method, (AUTO, *METHODS))

@@ -483,3 +483,20 @@ def test_the_branch_and_bound_decides_memory_on_the_sizes_as_written():
     assert str(result.status) == "optimal"
     assert result.value == pytest.approx(2.4)
     assert [(s.nodes, s.d, s.t) for s in result.plan.stages] == [((0, 1), 2, 1)]
+
+
+def test_solve_takes_the_forward_share_of_a_piper_solve():
+    # placement.solve passes forward_share to solve_piper (the time per batch of each plan at that share), and
+    # refuses it for an instance of devices, where no schedule is timed
+    from placement.parallel import solve_piper
+
+    instance = chain([2.0, 6.0, 1.0], edge_bytes=[3.0, 0.5], m=4, resident=[10.0, 10.0, 10.0])
+    found = placement.solve(instance, objective="time-per-batch", schedule="1f1b", devices=3, memory=10.0,
+                            forward_share=0.1)
+    direct = solve_piper(instance, objective="time-per-batch", schedule="1f1b", devices=3, memory=10.0,
+                         forward_share=0.1)
+    assert (found.value, found.plan) == (direct.value, direct.plan)
+    assert found.value == time_per_batch(instance, found.plan, "1f1b", forward_share=0.1)
+    with pytest.raises(InvalidParameterError, match=r"^forward_share applies to Piper instances only \(data- and "
+                                                    r"tensor-parallel stages\)$"):
+        placement.solve(Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json", forward_share=0.5)
