@@ -519,3 +519,16 @@ def test_an_instance_name_that_does_not_print_is_escaped_in_every_report(tmp_pat
         assert main(command) == 0, command
         out = capsys.readouterr().out
         assert "a\\nb\\x1b[2J" in out and "a\nb" not in out and "\x1b" not in out, (command, out)
+
+
+def test_ctrl_c_while_the_command_s_parser_is_built_ends_it_with_status_130(monkeypatch, capsys):
+    """Building a command's parser imports what its options need (the simulator, numpy: half a second): Ctrl-C
+    then ends the command as it does during its work, with one line, not a traceback."""
+    import placement.cli.simulate
+
+    def register(subparsers):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(placement.cli.simulate, "register", register)
+    assert main(["simulate", CHAIN4, CHAIN4]) == 130
+    assert capsys.readouterr() == ("", "error: interrupted\n")

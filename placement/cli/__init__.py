@@ -186,7 +186,11 @@ def _silenced(quiet: bool) -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status instead of exiting."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(argv)
+    try:
+        parser = build_parser(argv)
+    except KeyboardInterrupt:   # while it imports what the command's options need (numpy: half a second)
+        print("error: interrupted", file=sys.stderr)
+        return INTERRUPTED
     args = None
     try:
         args = parser.parse_args(argv)
