@@ -532,3 +532,44 @@ def test_ctrl_c_while_the_command_s_parser_is_built_ends_it_with_status_130(monk
     monkeypatch.setattr(placement.cli.simulate, "register", register)
     assert main(["simulate", CHAIN4, CHAIN4]) == 130
     assert capsys.readouterr() == ("", "error: interrupted\n")
+
+
+_IMPORT_INTERRUPTED = """
+import os, signal, sys, time
+import placement.cli, placement.cli.{module}
+
+def {function}(*args):
+    try:   # the signal reaches an import that numpy's compiled code makes, which turns it into an ImportError
+        os.kill(os.getpid(), signal.{signal})
+        time.sleep(5)
+    except KeyboardInterrupt:
+        pass
+    raise ImportError('PyCapsule_Import could not import module "datetime"')
+
+placement.cli.{module}.{function} = {function}
+sys.argv = ["placement", *sys.argv[1:]]
+placement.cli.run()
+"""
+
+
+@pytest.mark.parametrize("module, function", [("solve", "run"), ("simulate", "register")])
+@pytest.mark.parametrize("signal_name, status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_an_interrupt_that_an_import_turns_into_an_import_error_ends_the_command_as_the_interrupt(
+        module, function, signal_name, status):
+    """numpy's compiled import replaces a Ctrl-C (or SIGTERM) that reaches it with an ImportError that no longer
+    carries the interrupt: the command, which imports numpy on its way (the simulate parser, the DP), ended with
+    that ImportError's traceback and status 1, where it should end as the interrupt ends it."""
+    script = _IMPORT_INTERRUPTED.format(module=module, function=function, signal=signal_name)
+    done = subprocess.run([sys.executable, "-c", script, module, CHAIN4, CHAIN4][:6 if module == "simulate" else 5],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert (done.returncode, done.stdout, done.stderr) == (status, "", "error: interrupted\n")
+
+
+def test_an_import_error_without_an_interrupt_is_not_taken_for_one(tmp_path):
+    script = _IMPORT_INTERRUPTED.replace("os.kill(os.getpid(), signal.{signal})", "pass")
+    done = subprocess.run([sys.executable, "-c", script.format(module="solve", function="run"), "solve", CHAIN4],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 1 and done.stderr.rstrip().endswith(
+        'ImportError: PyCapsule_Import could not import module "datetime"'), done.stderr

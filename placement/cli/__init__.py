@@ -18,6 +18,7 @@ import errno
 import importlib
 import os
 import re
+import signal
 import sys
 from typing import Callable, Iterator, Sequence
 
@@ -224,10 +225,10 @@ def _terminate_as_interrupt() -> list[int]:
     """Handle SIGTERM (a job scheduler's or a CI runner's stop) and SIGHUP (its terminal closed) as Ctrl-C: a
     MILP search stops, its solver's child process with it, and its best plan is shown and written, where the
     default handler ended the process with nothing (and left a PuLP solver's child running). A SIGHUP that is
-    ignored (``nohup``) stays ignored. Returns the list the handler appends the signal to, which says whether
-    it came and which."""
-    import signal
-
+    ignored (``nohup``) stays ignored, as does a SIGINT (a job a shell started in the background); Ctrl-C
+    itself is handled as Python's handler does, and recorded too. Returns the list the handler appends each
+    signal to, which says whether one came and which: an interrupt that compiled code turned into another
+    error (numpy's import raises an ``ImportError``) is still known for one."""
     received: list[int] = []
 
     def handler(signum: int, frame: object) -> None:
@@ -235,6 +236,8 @@ def _terminate_as_interrupt() -> list[int]:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, handler)
     if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
         signal.signal(signal.SIGHUP, handler)
     return received
@@ -267,9 +270,15 @@ def run() -> None:
     except BrokenPipeError:  # output piped into a command that stopped reading (e.g. head)
         to_devnull(sys.stdout)
         status = BROKEN_PIPE if status is None else status   # where the output was not written through ReaderOutput
+    except ImportError:   # numpy's compiled import raises an interrupt that reaches it as an ImportError
+        if not terminated:
+            raise
+        print("error: interrupted", file=sys.stderr)
+        status = INTERRUPTED
     except OSError as exc:   # a full disk or device behind the output, a log file that cannot be written
         to_devnull(sys.stdout)
-        if terminated and exc.errno in (errno.EIO, errno.EPIPE):   # the terminal that closed (SIGHUP) takes no output
+        stopped = [number for number in terminated if number != signal.SIGINT]   # by SIGTERM or SIGHUP
+        if stopped and exc.errno in (errno.EIO, errno.EPIPE):   # the terminal that closed (SIGHUP) takes no output
             status = INTERRUPTED
         else:
             print(f"error: {printable(str(_removed_folder() or exc.strerror or exc))}", file=sys.stderr)
