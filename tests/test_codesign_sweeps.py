@@ -977,3 +977,36 @@ def test_a_spec_made_in_code_takes_lists(field, value, shown):
     with pytest.raises(InvalidParameterError) as caught:
         sweep.SweepSpec(**options)
     assert (caught.value.parameter, caught.value.detail) == (field, f"must be a list (or tuple) of values, not {shown}")
+
+
+_INTERRUPTED_WHILE_THE_CLUSTER_STARTS = """
+import os, signal, sys
+import distributed
+import placement.cli
+
+start = distributed.Nanny.start_unsafe
+
+async def start_unsafe(self):   # Ctrl-C while the local cluster starts its worker
+    os.kill(os.getpid(), signal.SIGINT)
+    return await start(self)
+
+distributed.Nanny.start_unsafe = start_unsafe
+sys.argv = ["placement", *sys.argv[1:]]
+placement.cli.run()
+"""
+
+
+@needs_dask
+def test_a_sweep_interrupted_while_its_cluster_starts_stops_with_one_line(tmp_path):
+    """Ctrl-C while the local cluster started left it half made; Dask's exit hook then failed to close it, with
+    a traceback ("AssertionError: Status.init") after `error: interrupted`. The cluster is now made whole, then
+    closed, and the sweep stops with its one line."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"models": [MLP], "chips": [1], "budgets": [[606.68, 300.0]], "grids": [TINY],
+                                "baselines": ["wham"]}))
+    out = tmp_path / "records.jsonl"
+    done = subprocess.run([sys.executable, "-c", _INTERRUPTED_WHILE_THE_CLUSTER_STARTS, "codesign", "--sweep",
+                           str(spec), "--out", str(out), "--workers", "1", "--quiet"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert (done.returncode, done.stderr) == (130, "error: interrupted\n")
+    assert out.read_text(encoding="utf-8") == ""

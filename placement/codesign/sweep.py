@@ -54,6 +54,7 @@ from placement.errors import (InvalidInstanceError, InvalidParameterError, Place
                               unwritable)
 from placement.jsonfile import json_value_text, load_json, not_utf8, read_bytes, strict_json
 from placement.problem.instance import is_flag
+from placement.sigint import held_interrupts
 from placement import parameters
 from placement.wording import rounded_duration
 
@@ -428,15 +429,26 @@ def require_dask(need: str) -> None:
 
 
 def _client(scheduler: str | None, workers: int | None, processes: bool) -> tuple[Any, Any]:
-    """A Dask client on the cluster at ``scheduler``, or on a new local cluster (returned too, to close)."""
+    """A Dask client on the cluster at ``scheduler``, or on a new local cluster (returned too, to close). Ctrl-C
+    while the local cluster starts is held until it has started, then closes it and is raised: a cluster
+    interrupted half made could not be closed (Dask's exit hook failed on its worker, with a traceback)."""
     require_dask("sweeps need Dask")
     from dask.distributed import Client, LocalCluster
 
     if scheduler is not None:
         return connect(scheduler), None
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes, dashboard_address=":0",
-                           silence_logs=logging.ERROR)
-    return Client(cluster), cluster
+    cluster = client = None
+    try:
+        with held_interrupts():
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes,
+                                   dashboard_address=":0", silence_logs=logging.ERROR)
+            client = Client(cluster)
+    except BaseException:
+        for made in (client, cluster):
+            if made is not None:
+                made.close()
+        raise
+    return client, cluster
 
 
 def _to_run(spec: SweepSpec, done: dict[str, Any], settings: Any) -> tuple[list[dict[str, Any]], int]:
