@@ -573,3 +573,18 @@ def test_an_import_error_without_an_interrupt_is_not_taken_for_one(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 1 and done.stderr.rstrip().endswith(
         'ImportError: PyCapsule_Import could not import module "datetime"'), done.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("command", [["--version"], ["--help"], ["solve", "--help"]])
+def test_help_and_the_version_that_cannot_be_written_say_so(command):
+    """`--help` or `--version` behind a full device or a closed standard output: argparse drops the failed write,
+    and the command said nothing and exited 0 with the text gone; it now fails as every other command's output
+    does, in one line with status 2."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "placement", *command], stdout=full, stderr=subprocess.PIPE,
+                              text=True, cwd=ROOT, timeout=120)
+    assert (proc.returncode, proc.stderr) == (2, "error: No space left on device\n")
+    proc = subprocess.run([sys.executable, "-m", "placement", *command], stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                          timeout=120, preexec_fn=_closing(1))
+    assert (proc.returncode, proc.stderr) == (2, "error: standard output is closed: the result has nowhere to go\n")

@@ -20,7 +20,7 @@ import os
 import re
 import signal
 import sys
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from placement import __version__
 from placement.cli.options import (INTERRUPTED, ReaderOutput, UsageError, open_standard_descriptors, option_name,
@@ -38,6 +38,12 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(message)
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        """``--help`` and ``--version`` written out, a failed write raised (argparse drops it, and the text went
+        nowhere with status 0): it is reported as any other output that cannot be written (:func:`run`)."""
+        if message:
+            (file or sys.stderr).write(message)
 
 
 def build_parser(argv: Sequence[str] | None = None) -> Parser:
