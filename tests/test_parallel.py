@@ -445,7 +445,7 @@ def test_cli_prints_the_plan_and_refuses_bad_options(tmp_path, capsys):
     assert main(["solve", str(path), "--backend", "highs"]) == 2
     assert capsys.readouterr().err == ("error: --backend does not apply to a Piper instance, whose one exact DP has "
                                        "its own options (it takes --devices, --memory, --schedule, --chunks, "
-                                       "--objective, --max-ideals, --time-limit)\n")
+                                       "--objective, --forward-share, --max-ideals, --time-limit)\n")
     for command in (["info", str(path)], ["split", str(path), str(path)]):
         assert main(command) == 2
         # the positional argument is named by the file given, not by its placeholder

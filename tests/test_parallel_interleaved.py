@@ -452,11 +452,14 @@ def test_cli_solves_and_the_simulator_replays_the_plan_file(tmp_path, capsys):
      "error: --chunks applies to the 'interleaved' schedule only, not to '1f1b'"),
     (["--chunks", "1"], "error: --chunks applies to the 'interleaved' schedule only, not to 'piper'"),
     (["--seed", "0"], "error: --seed does not apply to a Piper instance, whose one exact DP has its own options (it "
-                      "takes --devices, --memory, --schedule, --chunks, --objective, --max-ideals, --time-limit)"),
+                      "takes --devices, --memory, --schedule, --chunks, --objective, --forward-share, --max-ideals, "
+                     "--time-limit)"),
     (["--gap", "0"], "error: --gap does not apply to a Piper instance, whose one exact DP has its own options (it "
-                     "takes --devices, --memory, --schedule, --chunks, --objective, --max-ideals, --time-limit)"),
+                     "takes --devices, --memory, --schedule, --chunks, --objective, --forward-share, --max-ideals, "
+                     "--time-limit)"),
     (["--calls", "1"], "error: --calls does not apply to a Piper instance, whose one exact DP has its own options (it "
-                       "takes --devices, --memory, --schedule, --chunks, --objective, --max-ideals, --time-limit)"),
+                       "takes --devices, --memory, --schedule, --chunks, --objective, --forward-share, --max-ideals, "
+                     "--time-limit)"),
     (["--schedule", "interleaved", "--chunks", "1"], "error: --chunks must be at least 2 under the interleaved "
                                                      "schedule, not 1"),
     (["--schedule", "interleaved", "--chunks", "0"], "error: argument --chunks: expected a positive integer, got '0'"),

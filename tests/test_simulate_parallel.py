@@ -588,8 +588,6 @@ def test_cli_names_the_piper_plan_file_it_refuses(tmp_path, capsys):
                          # no device at all, which no solve records (it refuses such a count)
                          ({"stages": [], "devices": 0},
                           ": the plan's 'devices' must be a device count or counts per device type, not 0"),
-                         ({"stages": [], "devices": {"a100": 0}}, ": the plan's 'devices' must be a device count or "
-                                                                 'counts per device type, not {"a100": 0}'),
                          ({"stages": [], "memory": "x"}, ": the plan's 'memory' must be a number of bytes, not 'x'"),
                          # shown as JSON spells them (they read "True", "None", "{'a100': 1.5}"); no types at all
                          # was counts of none ("the plan records device counts per type (), ...")

@@ -97,6 +97,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="Piper instance: the schedule whose memory model the plan obeys (default piper)")
     p.add_argument("--chunks", type=positive_int, metavar="V",
                    help="Piper instance, --schedule interleaved: model chunks per device group (default 2)")
+    p.add_argument("--forward-share", dest="forward_share", type=fraction, metavar="F",
+                   help="Piper instance, --objective time-per-batch: the share of each node's time per sample "
+                        "that is forward work (default 1/3)")
     p.add_argument("--max-ideals", dest="max_ideals", type=positive_int, metavar="N",
                    help="refuse the DP above this many ideals (default 200,000); never a graph whose "
                         "nodes are totally ordered (a chain: n + 1 ideals)")
@@ -123,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         calls=args.calls, warm_start=args.warm_start, log=args.log, progress=progress,
         max_ideals=args.max_ideals, split=args.split, restarts=args.restarts, backward=args.backward,
         w_placement=args.w_placement, inter_layer=args.inter_layer, w_share=args.w_share, devices=args.devices,
-        schedule=args.schedule, chunks=args.chunks, **devices(args))
+        schedule=args.schedule, chunks=args.chunks, forward_share=args.forward_share, **devices(args))
     if is_piper(instance):
         return run_piper(args, instance, options)
     interrupted = False

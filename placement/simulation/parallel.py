@@ -260,12 +260,12 @@ def read_parallel_plan(source: Any) -> tuple[Any, Any, float | None]:
     record = doc if isinstance(doc, Mapping) else source
     devices = record.get("devices", source.get("devices"))
     memory = record.get("memory", source.get("memory"))
-    if isinstance(devices, Mapping) and any(_count(c) for c in devices.values()) and all(
-            isinstance(k, str) and _count(c) is not None for k, c in devices.items()):
+    if isinstance(devices, Mapping) and devices and all(isinstance(k, str) and _count(c) is not None
+                                                        for k, c in devices.items()):
         devices = {k: _count(c) for k, c in devices.items()}
     elif devices is not None and _count(devices):
         devices = _count(devices)
-    elif devices is not None:   # a record that says something else, or no device at all (solve refuses it): refused
+    elif devices is not None:   # a record that says something else, or a count of no device (solve refuses it)
         raise InvalidPlanError(f"the plan's 'devices' must be a device count or counts per device type, not "
                                f"{_shown(devices)}")
     if memory is not None and not (isinstance(memory, (int, float)) and not isinstance(memory, bool)
