@@ -13,8 +13,8 @@ import warnings
 import pytest
 
 from placement.errors import InvalidInstanceError, InvalidParameterError
-from placement.io.exporters import (deepspeed_notes, deepspeed_parts, layout_from_instance, pipe_split_ops,
-                                    split_points, stage_types, stages)
+from placement.io.exporters import (Layout, LayoutNode, deepspeed_notes, deepspeed_parts, layout_from_instance,
+                                    pipe_split_ops, split_points, stage_types, stages)
 from placement.io.megatron import block_stacks, layer_stack, megatron_layout, megatron_notes
 from placement.plan import DeviceAssignment, Plan
 
@@ -1165,3 +1165,29 @@ def test_a_value_without_gradient_read_by_two_later_stages_is_no_split_for_torch
     inference = import_torch(Scaled(), (torch.randn(2, 8),), platform=platform, granularity="operator").instance
     assert "gradient_free_reads" not in inference["about"]
     assert split_points(layout_from_instance(inference), plan([0, 1], [2, 3], [4, 5])) == ["b", "c"]
+
+
+class _CountedName(str):
+    """A module name that counts the prefix tests made on it."""
+
+    tests = [0]
+
+    def startswith(self, *args):
+        self.tests[0] += 1
+        return super().startswith(*args)
+
+
+def test_block_stacks_test_each_module_name_a_bounded_number_of_times():
+    # 400 blocks of three modules: the stack is found with a few prefix tests per module, not one per module
+    # and block (1,200 x 400 of them)
+    nodes = [LayoutNode(0, "embed", _CountedName("embed"), ("embed",), ("op0",))]
+    for k in range(400):
+        names = [_CountedName(f"h.{k}"), _CountedName(f"h.{k}.attn"), _CountedName(f"h.{k}.mlp")]
+        nodes += [LayoutNode(len(nodes) + j, name, name, (name,), (f"op{len(nodes) + j}",))
+                  for j, name in enumerate(names)]
+    nodes.append(LayoutNode(len(nodes), "head", _CountedName("head"), ("head",), (f"op{len(nodes)}",)))
+    lay = Layout(tuple(nodes), {})
+    _CountedName.tests[0] = 0
+    assert block_stacks(lay) == {"h": list(range(400))}
+    assert _CountedName.tests[0] <= 4 * len(nodes)
+    assert megatron_layout(lay, plan([node.id for node in nodes])) == "E" + "t" * 400 + "L"

@@ -23,6 +23,7 @@ is no block of the layout; :func:`megatron_notes` names it.
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from placement.errors import InvalidParameterError
 from placement.io.exporters import (Layout, refuse, require_intervals, runtime_stages, stage_types,
@@ -44,23 +45,34 @@ def _modules(layout: Layout) -> set[str]:
 
 def block_stacks(layout: Layout) -> dict[str, list[int]]:
     """The outermost block stacks of the model (module docstring): prefix -> entry indices, sorted."""
-    modules = _modules(layout)
-    lists: dict[str, set[int]] = {}
-    for fqn in modules:
+    # prefix -> entry index -> the paths below that entry: one pass over the names and their numbers, since a
+    # module below entry P.i names P.i. at a number of its own
+    lists: dict[str, dict[int, set[str]]] = {}
+    for fqn in _modules(layout):
         for match in _NUMBERED.finditer(fqn):
-            lists.setdefault(fqn[:match.start()], set()).add(int(match.group(1)))
-    stacks: dict[str, list[int]] = {}
-    for prefix, indices in lists.items():
-        if len(indices) < 2:
-            continue
-        shapes = set()
-        for index in indices:
+            prefix, index = fqn[:match.start()], int(match.group(1))
+            below = lists.setdefault(prefix, {}).setdefault(index, set())
             entry = _entry(prefix, index) + "."
-            shapes.add(frozenset(fqn[len(entry):] for fqn in modules if fqn.startswith(entry)))
+            if fqn.startswith(entry):
+                below.add(fqn[len(entry):])
+    stacks: dict[str, list[int]] = {}
+    for prefix, entries in lists.items():
+        if len(entries) < 2:
+            continue
+        shapes = {frozenset(below) for below in entries.values()}
         if len(shapes) == 1 and frozenset() not in shapes:
-            stacks[prefix] = sorted(indices)
-    return {prefix: indices for prefix, indices in stacks.items()
-            if not any(prefix.startswith(_entry(other, i) + ".") for other, ix in stacks.items() for i in ix)}
+            stacks[prefix] = sorted(entries)
+    return {prefix: indices for prefix, indices in stacks.items() if not _inside(prefix, stacks)}
+
+
+def _inside(prefix: str, stacks: dict[str, list[int]]) -> bool:
+    """Whether ``prefix`` lies in an entry of one of ``stacks``: an entry ``P.i`` it begins with is one of the
+    numbers in its own path."""
+    for match in _NUMBERED.finditer(prefix):
+        other, index = prefix[:match.start()], int(match.group(1))
+        if other in stacks and index in stacks[other] and prefix.startswith(_entry(other, index) + "."):
+            return True
+    return False
 
 
 def block_of(prefix: str, module: str) -> int | None:
@@ -84,8 +96,9 @@ def layer_stack(layout: Layout) -> tuple[str, list[int | None]]:
                                               f"({', '.join(sorted(stacks))}); a Megatron layout has one")
     prefix, indices = next(iter(stacks.items()))
     layer = [block_of(prefix, node.module) for node in layout.nodes]
+    held = set(layer)
     for index in indices:
-        if index not in layer:
+        if index not in held:
             holder = next((node.name for node in layout.nodes
                            if _entry(prefix, index) in (*node.starts, *node.inner)), "?")
             raise InvalidParameterError("layout", f"has node {holder!r} holding block {_entry(prefix, index)} with "
@@ -123,9 +136,10 @@ def require_layer_chain(layout: Layout, prefix: str, layer: list[int | None], po
     positions every layer is given), and the loss part only the last block; a read of an earlier block, or of
     the embedding by the loss part, has no place in the layout. ``layer`` is each node's block (in program
     order, checked to be a chain), ``None`` outside the blocks."""
-    order = sorted({index for index in layer if index is not None}, key=layer.index)
+    order = list(dict.fromkeys(index for index in layer if index is not None))   # by first node, in order
     first = min(k for k, index in enumerate(layer) if index is not None)
-    rank = [order.index(index) + 1 if index is not None else 0 if k < first else len(order) + 1
+    place = {index: k for k, index in enumerate(order)}
+    rank = [place[index] + 1 if index is not None else 0 if k < first else len(order) + 1
             for k, index in enumerate(layer)]
 
     def part(k: int) -> str:
@@ -185,10 +199,10 @@ def megatron_layout(layout: Layout, plan: Plan) -> str:
     if len(post) > 1:
         refuse("megatron", f"the part after the last block (the loss part) spans stages {post[0]} to {post[-1]}, "
                            "and Megatron keeps it in one stage")
+    counts = Counter(block_stage.values())
     text = []
     for s in range(len(parts)):
-        count = sum(1 for stage in block_stage.values() if stage == s)
-        text.append(("E" if s in pre else "") + "t" * count + ("L" if s in post else ""))
+        text.append(("E" if s in pre else "") + "t" * counts[s] + ("L" if s in post else ""))
     return "|".join(text)
 
 
