@@ -156,3 +156,36 @@ def test_the_resnet50_operator_graph_latency_is_proven_optimal():
     # a heuristic's plan carries it too: the chain DP's plan is that optimum, and its gap is 0
     chain = placement.solve(problem, objective="latency", method="latency-chain")
     assert chain.status == "feasible" and chain.value == result.value and chain.gap < 1e-12
+
+
+class _CountedList(list):
+    """A list that counts its item reads."""
+
+    reads = 0
+
+    def __getitem__(self, index):
+        _CountedList.reads += 1
+        return super().__getitem__(index)
+
+
+def test_a_long_chain_is_given_up_on_from_its_group_count(monkeypatch):
+    # 3,000 groups have 3,001 ideals at least (the prefixes of a topological order): more than a limit of 2,000,
+    # known without enumerating any; and the groups on cycles are found by component, not by pairs of groups
+    import placement.problem.chain_bound as module
+
+    def counted(*args):
+        return _CountedList(strongly_connected(*args))
+
+    strongly_connected = module.strongly_connected
+    monkeypatch.setattr(module, "strongly_connected", counted)
+    n = 3_000
+    nodes = tuple(Node(i, f"v{i}", (1.0, 2.0), out_cost=0.5) for i in range(n))
+    chain = Instance(nodes, tuple(Edge(i, i + 1) for i in range(n - 1)), _devices(2, 1), name="chain")
+    gsucc = _CountedList({x + 1} for x in range(n - 1))
+    gsucc.append(set())
+    _CountedList.reads = 0
+    assert module.ideal_bitsets(n, gsucc, 2_000) is None
+    assert _CountedList.reads == 0
+    result = chain_bound(chain, max_ideals=2_000)
+    assert result.value is None and result.why == "more than 2,000 ideals"
+    assert _CountedList.reads <= 2 * n

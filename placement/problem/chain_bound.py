@@ -257,12 +257,15 @@ def _groups(problem: Instance, p_acc: list[float | None], p_cpu: list[float | No
     # a cycle of groups goes whole into one call (a call holds every path between its nodes); where
     # one of them may run on the CPUs instead, the cycle is no element and the bound does not apply
     component = strongly_connected(len(groups), _group_graph(group_of, len(groups), succ))
-    for x, members in enumerate(groups):
-        for y in range(len(groups)):
-            if y != x and component[y] == component[x]:
-                if on_cpus(members):
-                    return group_of, None, "a cycle of colour classes that may run on the CPUs"
-                joint.union(members[0], groups[y][0])
+    cycles: dict[int, list[int]] = {}
+    for x, c in enumerate(component):
+        cycles.setdefault(c, []).append(x)
+    for together in cycles.values():
+        if len(together) > 1:
+            if any(on_cpus(groups[x]) for x in together):
+                return group_of, None, "a cycle of colour classes that may run on the CPUs"
+            for x in together[1:]:
+                joint.union(groups[x][0], groups[together[0]][0])
     group_of, groups = _numbered(joint, n)
     for members in groups:
         if len(members) > 1 and on_cpus(members) and _core(members, succ, pred, p_cpu) is None:
@@ -316,7 +319,10 @@ def _core(members: list[int], succ: list[list[int]], pred: list[list[int]], p_cp
 
 def ideal_bitsets(g: int, gsucc: list[set[int]], limit: int) -> list[int] | None:
     """The ideals (sets closed under predecessors) of the graph on ``0..g−1`` with successor sets
-    ``gsucc``, as bitsets, by size; ``None`` above ``limit``."""
+    ``gsucc``, as bitsets, by size; ``None`` above ``limit`` (at once where ``g + 1`` is: the prefixes of a
+    topological order are that many ideals)."""
+    if g + 1 > limit:
+        return None
     needs = [0] * g
     for x in range(g):
         for y in gsucc[x]:
