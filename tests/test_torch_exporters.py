@@ -1191,3 +1191,47 @@ def test_block_stacks_test_each_module_name_a_bounded_number_of_times():
     assert block_stacks(lay) == {"h": list(range(400))}
     assert _CountedName.tests[0] <= 4 * len(nodes)
     assert megatron_layout(lay, plan([node.id for node in nodes])) == "E" + "t" * 400 + "L"
+
+
+def test_a_value_read_through_detach_and_by_the_next_stage_is_no_split_for_torchs_pipeline():
+    """``h`` needs a gradient: ``b``, on the next stage, reads it so, and ``h.detach()``, two stages on, reads it
+    without one. torch's ``pipeline()`` sends ``h`` to both stages and, as for every floating-point value a
+    training stage sends to two stages, raised at the first step (``PipeliningMetadataError: Backward of skip
+    connections not supported yet``); the detached read carries no gradient, so no skip connection was seen,
+    and the split_spec and the pipe_split program were written. Read by one later stage, it runs."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from torch import nn
+
+    from placement.costmodel.roofline import make_platform
+    from placement.io.torch_export import import_torch
+
+    class Detached(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b, self.c = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 2)
+
+        def forward(self, x):
+            h = torch.relu(self.a(x))
+            return self.c(torch.relu(self.b(h))), h.detach()
+
+    torch.manual_seed(0)
+    platform = make_platform("h100", "epyc-7763", 3, 0)
+    instance = import_torch(Detached(), (torch.randn(2, 8),), platform=platform, training=True,
+                            granularity="operator").instance
+    assert [n["name"] for n in instance["nodes"][:6]] == ["linear", "relu", "linear_1", "relu_1", "linear_2",
+                                                          "detach"]
+    assert instance["about"]["gradient_free_reads"] == [[1, 2, 5]]
+    mates = {n["id"]: n["forward"] for n in instance["nodes"] if n["isBackwardNode"]}
+
+    def cut(*groups):
+        return plan(*([*g, *(b for b, f in mates.items() if f in g)] for g in groups))
+
+    lay = layout_from_instance(instance)
+    reason = ("'linear_1' in stage 1 and 'detach' in stage 2 read a floating-point value of 'relu' of stage 0, and "
+              "torch's pipeline() sends such a value of a training stage to one stage only "
+              "(placement.torch.plan_pipeline relays it)")
+    for export, name in ((split_points, "a split_spec"), (pipe_split_ops, "a pipe_split program")):
+        with pytest.raises(InvalidParameterError) as err:
+            export(lay, cut([0, 1], [2, 3], [4, 5]))
+        assert str(err.value) == f"plan cannot be written as {name}: {reason}"
+    assert split_points(lay, cut([0, 1, 2, 3], [4, 5])) == ["c"]

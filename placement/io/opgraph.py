@@ -698,18 +698,25 @@ def unused_costed(device: DeviceSpec, count: int, dtypes: set[str]) -> DeviceSpe
 
 
 def gradient_free_reads(pg: PlacementGraph) -> list[tuple[int, ...]]:
-    """Per floating-point value that needs no gradient (rotary tables or a mask computed from buffers and
-    positions) and that two or more nodes other than the one making it read: that node, then the readers.
-    torch's ``pipeline()`` marks every floating-point value a training stage sends as needing a gradient,
-    and refuses one sent to two later stages (:func:`placement.io.exporters.require_neighbour_reads`)."""
+    """Per floating-point value that two or more nodes other than the one making it read, where one of
+    them reads it with no gradient flowing back (a value that needs none, as rotary tables or a mask
+    computed from buffers and positions; or one read through ``detach`` or ``argmax`` beside a read that
+    trains): that node, then the readers. torch's ``pipeline()`` marks every floating-point value a training
+    stage sends as needing a gradient, and refuses one sent to two later stages
+    (:func:`placement.io.exporters.require_neighbour_reads`); a value whose reads all carry its gradient is
+    refused there as a skip connection, along the gradient edge to the farther stage."""
     needs = gradient_values(pg.graph)
     ops = pg.graph.ops
-    readers: dict[tuple[int, int], tuple[int, set[int]]] = {}
+    readers: dict[tuple[int, int], tuple[int, set[int], list[bool]]] = {}
     for e, (a, b, _) in enumerate(pg.edges):
+        # the tensors that an operator of b reads to compute an output that needs a gradient
+        trained = {t for j in pg.nodes[b].ops if pg.gradients[j].needed for t in ops[j].inputs}
         for i, k in pg.edge_tensors[e]:
-            if ops[i].output_floating(k) and not needs[ops[i].name][k]:
-                readers.setdefault((i, k), (a, set()))[1].add(b)
-    return sorted({(a, *sorted(read)) for a, read in readers.values() if len(read) > 1})
+            if ops[i].output_floating(k):
+                _, read, free = readers.setdefault((i, k), (a, set(), [False]))
+                read.add(b)
+                free[0] = free[0] or not needs[ops[i].name][k] or (i, k) not in trained
+    return sorted({(a, *sorted(read)) for a, read, free in readers.values() if len(read) > 1 and free[0]})
 
 
 def shared_parameters(pg: PlacementGraph, names: Mapping[str, str] | None = None) -> dict[str, tuple[int, ...]]:
@@ -747,7 +754,7 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
     lists those it reads), the nodes whose values the model returns (``outputs``, where the graph records them)
     and, for training,
     the trained parameters several nodes read (``shared_parameters``, :func:`shared_parameters`) and the
-    floating-point values needing no gradient that several nodes read (``gradient_free_reads``,
+    floating-point values that several nodes read, one of them with no gradient (``gradient_free_reads``,
     :func:`gradient_free_reads`).
     A node also records ``repeats`` (:attr:`GraphNode.repeats`) where it has any: the modules called more
     than once whose call it begins (a second call of a module is no place a ``split_spec`` can name; an ONNX
