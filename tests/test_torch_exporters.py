@@ -1235,3 +1235,77 @@ def test_a_value_read_through_detach_and_by_the_next_stage_is_no_split_for_torch
             export(lay, cut([0, 1], [2, 3], [4, 5]))
         assert str(err.value) == f"plan cannot be written as {name}: {reason}"
     assert split_points(lay, cut([0, 1, 2, 3], [4, 5])) == ["c"]
+
+
+def test_a_value_laid_out_non_contiguous_that_crosses_a_stage_is_no_split_for_torchs_pipeline():
+    """The output of a transpose (as an RNN's batch-first output, or a residual stream kept transposed) is not
+    contiguous in memory: torch's pipeline runtime sends what a stage returns as it is, and gloo sent none
+    (``RuntimeError: input tensor has to be contiguous`` at the first step), where the split_spec and the
+    pipe_split program were written without a word. Cut where the values are contiguous, it runs."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from torch import nn
+
+    from placement.costmodel.roofline import make_platform
+    from placement.io.torch_export import import_torch
+
+    class Transposed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b, self.c = nn.Linear(8, 8), nn.Linear(6, 6), nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.c(self.b(self.a(x).transpose(1, 2)).transpose(1, 2))
+
+    torch.manual_seed(0)
+    platform = make_platform("h100", "epyc-7763", 3, 0)
+    for training in (True, False):
+        instance = import_torch(Transposed(), (torch.randn(2, 6, 8),), platform=platform, training=training,
+                                granularity="operator").instance
+        assert [n["name"] for n in instance["nodes"][:5]] == ["linear", "transpose", "linear_1", "transpose_1",
+                                                              "linear_2"]
+        assert instance["about"]["non_contiguous_reads"] == [[1, 2], [3, 4]]
+        mates = {n["id"]: n["forward"] for n in instance["nodes"] if n["isBackwardNode"]}
+
+        def cut(*groups):
+            return plan(*([*g, *(b for b, f in mates.items() if f in g)] for g in groups))
+
+        lay = layout_from_instance(instance)
+        reason = ("'linear_1' in stage 1 reads a value of 'transpose' of stage 0 that is not contiguous in memory, "
+                  "and torch's pipeline() sends a stage's values as they are, which gloo refuses (input tensor has "
+                  "to be contiguous): call .contiguous() on it in the model (placement.torch.plan_pipeline sends "
+                  "contiguous tensors)")
+        for export, name in ((split_points, "a split_spec"), (pipe_split_ops, "a pipe_split program")):
+            with pytest.raises(InvalidParameterError) as err:
+                export(lay, cut([0, 1], [2, 3, 4]))
+            assert str(err.value) == f"plan cannot be written as {name}: {reason}"
+        assert pipe_split_ops(lay, cut([0], [1, 2, 3, 4])) == [["linear"], ["transpose", "linear_1", "transpose_1",
+                                                                            "linear_2"]]
+
+
+def test_pipe_split_module_refuses_a_cut_that_sends_a_value_laid_out_non_contiguous():
+    """The graph module itself, not only the list of its operators: torch's pipeline() built from it sent the
+    transposed value as it was, and gloo refused it at the first step."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from torch import nn
+
+    from placement.costmodel.roofline import make_platform
+    from placement.io.exporters import pipe_split_module
+    from placement.io.torch_export import import_torch
+
+    class Transposed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 8), nn.Linear(6, 2)
+
+        def forward(self, x):
+            return self.b(self.a(x).transpose(1, 2))
+
+    torch.manual_seed(0)
+    imported = import_torch(Transposed(), (torch.randn(2, 6, 8),), platform=make_platform("h100", "epyc-7763", 2, 0),
+                            granularity="operator")
+    lay = layout_from_instance(imported.instance)
+    assert [node.name for node in lay.nodes] == ["linear", "transpose", "linear_1"]
+    with pytest.raises(InvalidParameterError) as err:
+        pipe_split_module(imported.source, lay, plan([0, 1], [2]))
+    assert "'linear_1' in stage 1 reads a value of 'transpose' of stage 0 that is not contiguous" in str(err.value)
+    assert pipe_split_module(imported.source, lay, plan([0], [1, 2])) is not None

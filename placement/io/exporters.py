@@ -95,7 +95,8 @@ class Layout:
     record them), the trained parameters that several nodes read (training instances), the
     forward edges a gradient flows back along (those whose backward mirror the instance has), and the
     entries of numbered containers (``layers.1``) that the model's forward did not call when exported
-    (``uncalled``, the torch importer's ``about.uncalled_entries``; ``None``: the instance does not record them)."""
+    (``uncalled``, the torch importer's ``about.uncalled_entries``; ``None``: the instance does not record them),
+    and the reads of values laid out non-contiguous (``non_contiguous``, ``about.non_contiguous_reads``)."""
 
     nodes: tuple[LayoutNode, ...]
     mates: dict[int, int]
@@ -110,6 +111,7 @@ class Layout:
     scalar_outputs: tuple[int, ...] = ()       # the nodes whose returned value is 0-dimensional (a loss)
     uncalled: tuple[str, ...] | None = None    # numbered entries forward did not call (None: no record)
     free_reads: tuple[tuple[int, ...], ...] = ()  # (u, readers...): a gradient-free floating value of u they read
+    non_contiguous: tuple[tuple[int, int], ...] = ()   # (u, v): v reads a value of u laid out non-contiguous
 
     def position(self) -> dict[int, int]:
         return {node.id: k for k, node in enumerate(self.nodes)}
@@ -166,6 +168,11 @@ def layout_from_instance(data: Any) -> Layout:
             isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
                                                               for v in pair) for pair in writes):
         raise InvalidInstanceError("field 'about.in_place_writes' must be an array of pairs of node ids")
+    strided = about.get("non_contiguous_reads", []) if isinstance(about, dict) else []
+    if not isinstance(strided, list) or not all(
+            isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                              for v in pair) for pair in strided):
+        raise InvalidInstanceError("field 'about.non_contiguous_reads' must be an array of pairs of node ids")
     outputs = about.get("outputs") if isinstance(about, dict) else None
     if outputs is not None and (not isinstance(outputs, list) or not all(
             isinstance(v, int) and not isinstance(v, bool) and v in ids for v in outputs)):
@@ -190,7 +197,8 @@ def layout_from_instance(data: Any) -> Layout:
                   generator if isinstance(generator, str) else "",
                   tuple((u, v) for u, v in writes if u in ids and v in ids),
                   None if outputs is None else tuple(outputs), tuple(returned_inputs), tuple(scalar),
-                  None if uncalled is None else tuple(uncalled), tuple(tuple(group) for group in free))
+                  None if uncalled is None else tuple(uncalled), tuple(tuple(group) for group in free),
+                  tuple((u, v) for u, v in strided if u in ids and v in ids))
 
 
 def _check_strings(raw: dict, node_id: int) -> None:
@@ -364,6 +372,20 @@ def require_no_writes_into_received(layout: Layout, parts: list[list[int]], form
                          "into")
 
 
+def require_contiguous_sends(layout: Layout, parts: list[list[int]], form: str) -> None:
+    """No stage may read a value of an earlier stage that the model lays out non-contiguous
+    (:attr:`Layout.non_contiguous`: a transpose, an RNN's batch-first output): torch's runtime sends what a
+    stage returns as it is, and gloo sends contiguous tensors only (``RuntimeError: input tensor has to be
+    contiguous`` at the first step); neither form changes the model's layout."""
+    stage_of = {v: k for k, part in enumerate(parts) for v in part}
+    for u, v in layout.non_contiguous:
+        if u in stage_of and v in stage_of and stage_of[v] > stage_of[u]:
+            refuse(form, f"{_name(layout, v)!r} in stage {stage_of[v]} reads a value of {_name(layout, u)!r} of "
+                         f"stage {stage_of[u]} that is not contiguous in memory, and torch's pipeline() sends a "
+                         "stage's values as they are, which gloo refuses (input tensor has to be contiguous): call "
+                         ".contiguous() on it in the model (placement.torch.plan_pipeline sends contiguous tensors)")
+
+
 def require_inputs_in_first_stage(layout: Layout, parts: list[list[int]], form: str) -> None:
     """Every input of the model is read in the first stage only: torch's ``pipeline()`` gives the model's
     inputs to stage 0 alone, and a later stage that reads one, or an input no stage reads, fails
@@ -460,6 +482,7 @@ def split_points(layout: Layout, plan: Plan) -> list[str]:
     require_inputs_in_first_stage(layout, parts, "split-spec")
     require_outputs_in_last_stage(layout, parts, "split-spec")
     require_no_writes_into_received(layout, parts, "split-spec")
+    require_contiguous_sends(layout, parts, "split-spec")
     by_id = {node.id: node for node in layout.nodes}
     # a module inside one called more than once runs more than once too, though an import may not record it so
     # (a parameterless child of a module a TorchScript ONNX export calls twice)
@@ -666,6 +689,7 @@ def pipe_split_ops(layout: Layout, plan: Plan) -> list[list[str]]:
     require_neighbour_reads(layout, parts, "pipe-split")
     require_inputs_in_first_stage(layout, parts, "pipe-split")
     require_outputs_in_last_stage(layout, parts, "pipe-split")
+    require_contiguous_sends(layout, parts, "pipe-split")
     by_id = {node.id: node for node in layout.nodes}
     return [[op for v in stage for op in by_id[v].ops] for stage in parts]
 
@@ -727,7 +751,8 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan, relayed: bool = 
     queries, assertions, guards) go to the earliest stage that uses them, or, unused, to
     the stage of their latest input, or later to the first stage that otherwise reads a parameter or buffer
     they read (:func:`_place_unused_state_reads`). For ``torch.distributed.pipelining.pipeline``, a training plan
-    may not skip a stage (:func:`require_neighbour_reads`); ``relayed=True`` (for a caller that relays
+    may not skip a stage (:func:`require_neighbour_reads`) nor send a value laid out non-contiguous
+    (:func:`require_contiguous_sends`); ``relayed=True`` (for a caller that relays
     such values stage by stage, as :mod:`placement.torch.partition` does) allows it. Without it, a
     stage that writes in place into a value it receives writes into a copy made at its start
     (:func:`_copy_what_stages_write_into`), and a model that returns its own parameter is refused.
@@ -742,6 +767,7 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan, relayed: bool = 
         require_neighbour_reads(layout, parts, "pipe-split")
         require_inputs_in_first_stage(layout, parts, "pipe-split")
         require_outputs_in_last_stage(layout, parts, "pipe-split")
+        require_contiguous_sends(layout, parts, "pipe-split")
     by_id = {node.id: node for node in layout.nodes}
     stage_of_op = {op: s for s, stage in enumerate(parts) for v in stage for op in by_id[v].ops}
     gm = program.module()

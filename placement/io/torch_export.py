@@ -1456,17 +1456,20 @@ def _with_writes_in_place(imported: ImportedModel, program: Any, names: Mapping[
     into an activation and what it is ordered against) or reads one's memory by storage offset and
     strides (``as_strided`` and the views and operator that memory comes from), and each sparse result with
     its readers (stages exchange strided tensors only), in one colour class, so
-    that every solver keeps the program's order and ``pipe_split_module`` can split its plans. A written parameter or
+    that every solver keeps the program's order and ``pipe_split_module`` can split its plans; records the values a
+    stage would send non-contiguous (``about.non_contiguous_reads``). A written parameter or
     buffer goes by its name in ``names`` (a tied tensor by its first name in the model)."""
     from placement.io.tarnawski import parse_instance
-    from placement.torch.state import in_place_groups, keep_written_buffers_together, received_writes
+    from placement.torch.state import (in_place_groups, keep_written_buffers_together, non_contiguous_reads,
+                                       received_writes)
 
     readers, activations, views, sparse = in_place_groups(program, imported.graph)
     readers = {names.get(target, target): nodes for target, nodes in readers.items()}
-    writes = received_writes(program, imported.graph)
-    if writes:
-        about = {**imported.instance.get("about", {}), "in_place_writes": [list(pair) for pair in writes]}
-        imported = replace(imported, instance={**imported.instance, "about": about})
+    for field, pairs in (("in_place_writes", received_writes(program, imported.graph)),
+                         ("non_contiguous_reads", non_contiguous_reads(program, imported.graph))):
+        if pairs:
+            about = {**imported.instance.get("about", {}), field: [list(pair) for pair in pairs]}
+            imported = replace(imported, instance={**imported.instance, "about": about})
     if not readers and not activations and not views and not sparse:
         return imported
     instance = keep_written_buffers_together(imported.instance, imported.graph, readers, activations, views, sparse)

@@ -290,6 +290,31 @@ def received_writes(program: Any, pg: Any) -> list[tuple[int, int]]:
     return sorted(pairs)
 
 
+def non_contiguous_reads(program: Any, pg: Any) -> list[tuple[int, int]]:
+    """The pairs ``(u, v)`` of forward nodes of ``pg`` (imported from ``program``) where an operator of ``v``
+    reads a tensor an operator of ``u`` computes, ``u != v``, laid out non-contiguous when traced (a
+    transpose, an RNN's batch-first output). Where ``v`` runs on a later stage than ``u``, torch's pipeline
+    runtime sends that value as it is, and gloo sends contiguous tensors only (``input tensor has to be
+    contiguous`` at the first step): the split points and ``pipe_split_module`` leave the model's layout as
+    it is."""
+    import torch
+
+    node_of = {op.name: v for v in range(len(pg.nodes)) for op in pg.node_ops(v)}
+    pairs: set[tuple[int, int]] = set()
+    for reader in program.graph.nodes:
+        v = node_of.get(reader.name) if reader.op == "call_function" else None
+        if v is None:
+            continue
+        for value in reader.all_input_nodes:
+            example = value.meta.get("val")
+            if value.op != "call_function" or not isinstance(example, torch.Tensor) or example.is_contiguous():
+                continue
+            u = node_of.get(_operator_of(value).name)
+            if u is not None and u != v:
+                pairs.add((u, v))
+    return sorted(pairs)
+
+
 def _byte_range(tensor: Any) -> tuple[int, int]:
     """The bytes of its storage that ``tensor`` (not empty; torch's strides are never negative) may read:
     from its first element to one past its last."""
