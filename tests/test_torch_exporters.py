@@ -1148,19 +1148,10 @@ def test_a_value_without_gradient_read_by_two_later_stages_is_no_split_for_torch
     instance = imported.instance
     assert [n["name"] for n in instance["nodes"][:6]] == ["mul", "linear", "linear_1", "mul_1", "linear_2", "mul_2"]
     assert instance["about"]["gradient_free_reads"] == [[0, 3, 5]]
-    mates = {n["id"]: n["forward"] for n in instance["nodes"] if n["isBackwardNode"]}
-
-    def cut(*groups):
-        return plan(*([*g, *(b for b, f in mates.items() if f in g)] for g in groups))
-
-    lay = layout_from_instance(instance)
     reason = ("'mul_1' in stage 1 and 'mul_2' in stage 2 read a floating-point value of 'mul' of stage 0, and "
               "torch's pipeline() sends such a value of a training stage to one stage only "
               "(placement.torch.plan_pipeline relays it)")
-    for export, name in ((split_points, "a split_spec"), (pipe_split_ops, "a pipe_split program")):
-        with pytest.raises(InvalidParameterError) as err:
-            export(lay, cut([0, 1], [2, 3], [4, 5]))
-        assert str(err.value) == f"plan cannot be written as {name}: {reason}"
+    lay, cut = _refused_in_three_stages(instance, reason)
     assert split_points(lay, cut([0, 1, 2, 3], [4, 5])) == ["c"]
     inference = import_torch(Scaled(), (torch.randn(2, 8),), platform=platform, granularity="operator").instance
     assert "gradient_free_reads" not in inference["about"]
@@ -1221,19 +1212,10 @@ def test_a_value_read_through_detach_and_by_the_next_stage_is_no_split_for_torch
     assert [n["name"] for n in instance["nodes"][:6]] == ["linear", "relu", "linear_1", "relu_1", "linear_2",
                                                           "detach"]
     assert instance["about"]["gradient_free_reads"] == [[1, 2, 5]]
-    mates = {n["id"]: n["forward"] for n in instance["nodes"] if n["isBackwardNode"]}
-
-    def cut(*groups):
-        return plan(*([*g, *(b for b, f in mates.items() if f in g)] for g in groups))
-
-    lay = layout_from_instance(instance)
     reason = ("'linear_1' in stage 1 and 'detach' in stage 2 read a floating-point value of 'relu' of stage 0, and "
               "torch's pipeline() sends such a value of a training stage to one stage only "
               "(placement.torch.plan_pipeline relays it)")
-    for export, name in ((split_points, "a split_spec"), (pipe_split_ops, "a pipe_split program")):
-        with pytest.raises(InvalidParameterError) as err:
-            export(lay, cut([0, 1], [2, 3], [4, 5]))
-        assert str(err.value) == f"plan cannot be written as {name}: {reason}"
+    lay, cut = _refused_in_three_stages(instance, reason)
     assert split_points(lay, cut([0, 1, 2, 3], [4, 5])) == ["c"]
 
 
@@ -1309,3 +1291,20 @@ def test_pipe_split_module_refuses_a_cut_that_sends_a_value_laid_out_non_contigu
         pipe_split_module(imported.source, lay, plan([0, 1], [2]))
     assert "'linear_1' in stage 1 reads a value of 'transpose' of stage 0 that is not contiguous" in str(err.value)
     assert pipe_split_module(imported.source, lay, plan([0], [1, 2])) is not None
+
+
+def _refused_in_three_stages(instance, reason):
+    """The layout of a training ``instance`` of six forward operators and ``cut``, its plan of the forward groups
+    given (each with its backward mates), after checking that both forms refuse the three stages ``[0, 1]``,
+    ``[2, 3]``, ``[4, 5]`` for ``reason``."""
+    mates = {n["id"]: n["forward"] for n in instance["nodes"] if n["isBackwardNode"]}
+
+    def cut(*groups):
+        return plan(*([*g, *(b for b, f in mates.items() if f in g)] for g in groups))
+
+    lay = layout_from_instance(instance)
+    for export, name in ((split_points, "a split_spec"), (pipe_split_ops, "a pipe_split program")):
+        with pytest.raises(InvalidParameterError) as err:
+            export(lay, cut([0, 1], [2, 3], [4, 5]))
+        assert str(err.value) == f"plan cannot be written as {name}: {reason}"
+    return lay, cut

@@ -362,14 +362,18 @@ def require_no_writes_into_received(layout: Layout, parts: list[list[int]], form
     split points of the model's own modules cannot."""
     if not layout.mates:
         return
-    stage_of = {v: k for k, part in enumerate(parts) for v in part}
     runtime = "DeepSpeed's PipelineModule" if form == "deepspeed" else "torch's pipeline()"
-    for u, v in layout.writes:
-        if u in stage_of and v in stage_of and stage_of[v] > stage_of[u]:
-            refuse(form, f"{_name(layout, v)!r} in stage {stage_of[v]} writes in place into the value of "
-                         f"{_name(layout, u)!r} it receives from stage {stage_of[u]}, and {runtime} gives a stage "
-                         "what it receives as leaves that require a gradient, which autograd refuses to write "
-                         "into")
+    for u, v, earlier, later in _forward_crossings(layout.writes, parts):
+        refuse(form, f"{_name(layout, v)!r} in stage {later} writes in place into the value of "
+                     f"{_name(layout, u)!r} it receives from stage {earlier}, and {runtime} gives a stage "
+                     "what it receives as leaves that require a gradient, which autograd refuses to write into")
+
+
+def _forward_crossings(pairs: tuple[tuple[int, int], ...], parts: list[list[int]]) -> list[tuple[int, int, int, int]]:
+    """The pairs ``(u, v)`` whose ``v`` is on a later stage than ``u`` (both placed), with the two stages."""
+    stage_of = {v: k for k, part in enumerate(parts) for v in part}
+    return [(u, v, stage_of[u], stage_of[v]) for u, v in pairs
+            if u in stage_of and v in stage_of and stage_of[v] > stage_of[u]]
 
 
 def require_contiguous_sends(layout: Layout, parts: list[list[int]], form: str) -> None:
@@ -377,13 +381,11 @@ def require_contiguous_sends(layout: Layout, parts: list[list[int]], form: str) 
     (:attr:`Layout.non_contiguous`: a transpose, an RNN's batch-first output): torch's runtime sends what a
     stage returns as it is, and gloo sends contiguous tensors only (``RuntimeError: input tensor has to be
     contiguous`` at the first step); neither form changes the model's layout."""
-    stage_of = {v: k for k, part in enumerate(parts) for v in part}
-    for u, v in layout.non_contiguous:
-        if u in stage_of and v in stage_of and stage_of[v] > stage_of[u]:
-            refuse(form, f"{_name(layout, v)!r} in stage {stage_of[v]} reads a value of {_name(layout, u)!r} of "
-                         f"stage {stage_of[u]} that is not contiguous in memory, and torch's pipeline() sends a "
-                         "stage's values as they are, which gloo refuses (input tensor has to be contiguous): call "
-                         ".contiguous() on it in the model (placement.torch.plan_pipeline sends contiguous tensors)")
+    for u, v, earlier, later in _forward_crossings(layout.non_contiguous, parts):
+        refuse(form, f"{_name(layout, v)!r} in stage {later} reads a value of {_name(layout, u)!r} of "
+                     f"stage {earlier} that is not contiguous in memory, and torch's pipeline() sends a "
+                     "stage's values as they are, which gloo refuses (input tensor has to be contiguous): call "
+                     ".contiguous() on it in the model (placement.torch.plan_pipeline sends contiguous tensors)")
 
 
 def require_inputs_in_first_stage(layout: Layout, parts: list[list[int]], form: str) -> None:
