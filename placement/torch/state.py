@@ -296,7 +296,7 @@ def non_contiguous_reads(program: Any, pg: Any) -> list[tuple[int, int]]:
     transpose, an RNN's batch-first output). Where ``v`` runs on a later stage than ``u``, torch's pipeline
     runtime sends that value as it is, and gloo sends contiguous tensors only (``input tensor has to be
     contiguous`` at the first step): the split points and ``pipe_split_module`` leave the model's layout as
-    it is."""
+    it is. Sparse values are not listed: they are refused as such (the ``sparse_values`` colour classes)."""
     import torch
 
     node_of = {op.name: v for v in range(len(pg.nodes)) for op in pg.node_ops(v)}
@@ -307,7 +307,8 @@ def non_contiguous_reads(program: Any, pg: Any) -> list[tuple[int, int]]:
             continue
         for value in reader.all_input_nodes:
             example = value.meta.get("val")
-            if value.op != "call_function" or not isinstance(example, torch.Tensor) or example.is_contiguous():
+            if (value.op != "call_function" or not isinstance(example, torch.Tensor)
+                    or example.layout != torch.strided or example.is_contiguous()):   # sparse: a refusal of its own
                 continue
             u = node_of.get(_operator_of(value).name)
             if u is not None and u != v:
