@@ -110,9 +110,10 @@ class CodesignResult:
         return self.to_json()
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (the CLI's ``--json``), as every result's ``to_json``; without a plan, ``value``, ``time_per_input_ms`` and
-        ``power_w`` are null (there is nothing they measure), and so is an infinite ``value`` in the strict
-        JSON the CLI writes (a model of no work, whose throughput nothing bounds: the text says ``inf``)."""
+        """A JSON-ready dict (the CLI's ``--json``), as every result's ``to_json``; without a plan, ``value``,
+        ``time_per_input_ms`` and ``power_w`` are null (there is nothing they measure), and so is an infinite
+        ``value`` in the strict JSON the CLI writes (a model of no work, whose throughput nothing bounds: the text
+        says ``inf``)."""
         planned = self.plan is not None
         return {
             "status": self.status, "objective": self.objective, "value": self.value if planned else None,

@@ -79,7 +79,8 @@ class ParallelResult:
         finite = lambda x: x if x is not None and math.isfinite(x) else None  # noqa: E731
         return {"format": PLAN_FORMAT, "instance": self.instance, "status": str(self.status),
                 "schedule": self.schedule, "objective": self.objective, "devices": self.devices, "memory": self.memory,
-                "value": finite(self.value), "bound": finite(self.bound), "gap": self.gap, "timePerBatch": finite(self.time_per_batch),
+                "value": finite(self.value), "bound": finite(self.bound), "gap": self.gap,
+                "timePerBatch": finite(self.time_per_batch),
                 "devicesUsed": None if self.plan is None else self.plan.devices, "stages": stages,
                 "megatron": self.megatron, "message": self.message, "runtime_s": self.runtime_s,
                 **({"chunks": chunks} if chunks != 1 else {})}   # the same keys with a plan and without
