@@ -43,6 +43,17 @@ def integer(name: str, value: Any, *, smallest: int = 0, largest: int | None = N
     return int(value)
 
 
+def recordable(name: str, value: Any) -> Any:
+    """``value``, unless it is an integer past the float range: a plan file recording it could not be read back
+    (every number read is taken as a double). Other values are left to the parameter's own checks."""
+    from placement.jsonfile import past_floats
+
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and past_floats(int(value)):
+        raise InvalidParameterError(name, f"is {past_floats(int(value))}: a plan file recording it could not be "
+                                          "read back")
+    return value
+
+
 def shown(value: Any) -> str:
     """``repr(value)``, cut short for a huge one (an error message is one readable line)."""
     if isinstance(value, int) and abs(value) >= 10**30:

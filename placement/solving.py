@@ -24,7 +24,6 @@ solves it, the message names those given that went unused.
 from __future__ import annotations
 
 import math
-import numbers
 import os
 import time
 from dataclasses import replace
@@ -35,7 +34,7 @@ from placement.errors import (Interrupted, InvalidParameterError, InvalidPlanErr
                               SolverUnavailableError, unwritable)
 from placement.loading import override_devices
 from placement.parameters import (MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT, callback, integer, keywords_checked, number,
-                                  one_of, stage_count)
+                                  one_of, recordable, stage_count)
 from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.problem.objectives import OBJECTIVES, check_objective
 from placement.problem.split import SPLIT_DEFAULTS, refuse_split_options
@@ -98,7 +97,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     from placement.loading import is_piper, loaded_as_overridden
 
     read = {"instance": instance, "warm_start": warm_start, "split": split}   # the files the solve reads, if any
-    _recordable(accelerators=accelerators, cpus=cpus, calls=calls)
+    for name, value in (("accelerators", accelerators), ("cpus", cpus), ("calls", calls)):
+        recordable(name, value)   # the Result records each (overrides, the verdict's calls)
     instance = loaded_as_overridden(instance, lambda: {"accelerators": accelerators, "cpus": cpus, "memory": memory})
     given = dict(backend=backend, time_limit=time_limit, gap=gap, threads=threads, seed=seed, stages=stages,
                  calls=calls, warm_start=warm_start, max_ideals=max_ideals, log=log, split=split, restarts=restarts,
@@ -333,19 +333,6 @@ def _milp_instead(problem: Instance, options: Mapping[str, Any], started: float,
             raise KeyboardInterrupt from None
         raise
     return replace(found, message="; ".join(m for m in (note, found.message) if m))
-
-
-def _recordable(**counts: Any) -> None:
-    """Refuse a device count override or a call limit past the float range: the Result records it (``overrides``,
-    the verdict's ``calls``), and a plan file holding it could not be read back. Other values are left to the checks
-    of the overrides and of ``calls``."""
-    from placement.jsonfile import past_floats
-    from placement.problem.instance import is_flag
-
-    for name, count in counts.items():
-        if isinstance(count, numbers.Integral) and not is_flag(count) and past_floats(int(count)):
-            raise InvalidParameterError(name, f"is {past_floats(int(count))}: a plan file recording it could not be "
-                                              "read back")
 
 
 def _recording(result: Result, problem: Instance, accelerators: Any, cpus: Any, memory: Any) -> Result:

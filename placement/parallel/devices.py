@@ -14,7 +14,7 @@ from typing import Any
 
 from placement.errors import InvalidParameterError
 from placement.io.piper import PiperInstance
-from placement.parameters import integer
+from placement.parameters import integer, recordable
 from placement.problem.instance import format_number
 
 FORM = "'<type>:<count>[,<type>:<count>]' (e.g. 'a100:8,v100:16')"
@@ -48,7 +48,7 @@ def device_counts(instance: PiperInstance, devices: Any) -> int | dict[str, int]
             raise InvalidParameterError("devices", "names device types, but the instance has no deviceTypes; "
                                                    "give a device count")
         value = integer("devices", devices, smallest=1, optional=True)
-        return instance.max_devices if value is None else _recordable("devices", value)
+        return instance.max_devices if value is None else recordable("devices", value)
     if devices is None:
         return {t.name: t.count for t in types}
     if isinstance(devices, str):
@@ -61,7 +61,7 @@ def device_counts(instance: PiperInstance, devices: Any) -> int | dict[str, int]
         if name not in known:
             raise InvalidParameterError("devices", f"names {name!r}, which is not a device type of the instance "
                                                    f"(its types: {', '.join(known)})")
-        _recordable(f"devices[{name!r}]", integer(f"devices[{name!r}]", count, smallest=0))
+        recordable(f"devices[{name!r}]", integer(f"devices[{name!r}]", count, smallest=0))
     if not any(devices.values()):
         raise InvalidParameterError("devices", "gives no device of any type")
     return {name: int(devices.get(name, 0)) for name in known}
@@ -87,17 +87,6 @@ def describe(devices: int | dict[str, int], memory: float) -> str:
     if isinstance(devices, dict):
         return ", ".join(f"{name}:{count}" for name, count in devices.items()) + " devices"
     return f"{devices} device{'' if devices == 1 else 's'} of {format_number(memory)} bytes"
-
-
-def _recordable(name: str, count: int) -> int:
-    """``count`` where a plan file can record it: one past the float range is refused, as a file holding it could
-    not be read back."""
-    from placement.jsonfile import past_floats
-
-    past = past_floats(count)
-    if past:
-        raise InvalidParameterError(name, f"is {past}: a plan file recording it could not be read back")
-    return count
 
 
 __all__ = ["FORM", "at_most", "check_memory", "describe", "device_counts", "parse_type_counts"]
