@@ -163,16 +163,8 @@ def layout_from_instance(data: Any) -> Layout:
     mirrored = {(e.get("sourceId"), e.get("destId")) for e in data.get("edges", ()) if isinstance(e, dict)}
     gradient_edges = frozenset((u, v) for u, v in edges if (mate_of.get(v), mate_of.get(u)) in mirrored)
     generator = about.get("generator") if isinstance(about, dict) else None
-    writes = about.get("in_place_writes", []) if isinstance(about, dict) else []
-    if not isinstance(writes, list) or not all(
-            isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
-                                                              for v in pair) for pair in writes):
-        raise InvalidInstanceError("field 'about.in_place_writes' must be an array of pairs of node ids")
-    strided = about.get("non_contiguous_reads", []) if isinstance(about, dict) else []
-    if not isinstance(strided, list) or not all(
-            isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
-                                                              for v in pair) for pair in strided):
-        raise InvalidInstanceError("field 'about.non_contiguous_reads' must be an array of pairs of node ids")
+    writes = _node_pairs(about, "in_place_writes")
+    strided = _node_pairs(about, "non_contiguous_reads")
     outputs = about.get("outputs") if isinstance(about, dict) else None
     if outputs is not None and (not isinstance(outputs, list) or not all(
             isinstance(v, int) and not isinstance(v, bool) and v in ids for v in outputs)):
@@ -199,6 +191,17 @@ def layout_from_instance(data: Any) -> Layout:
                   None if outputs is None else tuple(outputs), tuple(returned_inputs), tuple(scalar),
                   None if uncalled is None else tuple(uncalled), tuple(tuple(group) for group in free),
                   tuple((u, v) for u, v in strided if u in ids and v in ids))
+
+
+def _node_pairs(about: Any, field: str) -> list[list[int]]:
+    """The array of pairs of node ids an instance's ``about`` records under ``field`` (none where it records no
+    such field); :class:`InvalidInstanceError` where it is anything else."""
+    pairs = about.get(field, []) if isinstance(about, dict) else []
+    if not isinstance(pairs, list) or not all(
+            isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                              for v in pair) for pair in pairs):
+        raise InvalidInstanceError(f"field 'about.{field}' must be an array of pairs of node ids")
+    return pairs
 
 
 def _check_strings(raw: dict, node_id: int) -> None:
