@@ -198,6 +198,7 @@ def _verify_parallel(instance: Any, plan: Any, ledger: bool) -> Any:
 
     from placement.jsonfile import load_json
     from placement.errors import InvalidPlanError
+    from placement.io.plans import another_name
     from placement.parallel.result import ParallelResult
     from placement.simulation.parallel import read_parallel_plan
     from placement.verification.parallel_check import check_parallel_plan, refuted_claims
@@ -211,8 +212,8 @@ def _verify_parallel(instance: Any, plan: Any, ledger: bool) -> Any:
     else:
         record = plan if isinstance(plan, Mapping) else {}
     notes = refuted_claims(record, verified)
-    made_for = record.get("instance")
-    if isinstance(made_for, str) and made_for and instance.name and made_for != instance.name:
+    made_for = another_name(record.get("instance"), instance.name)
+    if made_for is not None:
         notes.insert(0, f"the plan was made for instance {made_for!r}, not {instance.name!r}")
     return replace(verified, notes=tuple(notes))
 

@@ -417,7 +417,12 @@ def made_for_another(plan: object, instance_name: str) -> str | None:
     """The instance a plan of ours records it was made for (``instance``), where that is not
     ``instance_name``; else ``None``. An unnamed instance (``""``: one loaded from a mapping) names
     nothing to compare with, so no record is refuted by it."""
-    named = _recorded(plan, "instance", "instance")
+    return another_name(_recorded(plan, "instance", "instance"), instance_name)
+
+
+def another_name(named: object, instance_name: str) -> str | None:
+    """``named``, the instance a record says it was made for, where it is a name and not ``instance_name``;
+    else ``None`` (an unnamed instance names nothing to compare with)."""
     return named if isinstance(named, str) and named and instance_name and named != instance_name else None
 
 
