@@ -348,7 +348,15 @@ def test_a_run_over_the_memory_limit_is_refused_before_it_starts(pair_plan, tmp_
     assert main(["simulate", PAIR, pair_plan, "--microbatches", "1000", "--memory-limit", "1e6", "--trace",
                  str(tmp_path / "t.json")]) == 2
     assert capsys.readouterr().err.endswith("at most 625 micro-batches fit (a steady state needs about 8), or raise "
-                                            "--memory-limit\n")
+                                            "--memory-limit, or keep the figures only: leave out --trace and "
+                                            "--gantt, in memory independent of the micro-batches\n")
+    # without --trace and --gantt the same run keeps the figures only, and runs
+    assert main(["simulate", PAIR, pair_plan, "--microbatches", "1000", "--memory-limit", "1e6", "--quiet"]) == 0
+    capsys.readouterr()
+    # a flush schedule keeps its tasks whatever the options: the refusal names no way round the limit but the limit
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--microbatches", "1000", "--memory-limit",
+                 "1e6", "--trace", str(tmp_path / "t.json")]) == 2
+    assert capsys.readouterr().err.endswith("at most 625 micro-batches fit, or raise --memory-limit\n")
     assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--microbatches", "625", "--memory-limit",
                  "1e6", "--quiet"]) == 0
     assert main(["simulate", PAIR, pair_plan, "--memory-limit", "0"]) == 2

@@ -265,3 +265,28 @@ def test_a_streamed_run_past_its_memory_limit_is_refused_before_it_starts():
     assert refused.value.parameter == "memory_limit"
     assert str(refused.value).startswith("the run of 3 stages keeps 3 tasks of each of the micro-batches a steady "
                                          "state holds: ")
+
+
+def test_a_run_over_the_memory_limit_for_its_task_table_names_keep_tasks_where_it_would_stream():
+    """A steady-state run with communication inline on the heap engine keeps its tasks only where asked to:
+    the refusal of a task table past ``memory_limit`` names ``keep_tasks=False``, which runs the same figures
+    in memory independent of the micro-batches. Where the figures need the task table anyway (a flush
+    schedule, links) the refusal does not name it."""
+    import placement
+    from placement.errors import LimitExceededError
+
+    problem = read_instance(TINY / "diamond-cpu.json")
+    refusal = ("1,000 micro-batches of 3 tasks each would take about 0.00112 GiB, over the limit memory_limit = "
+               "9.31e-05 GiB; at most 83 micro-batches fit (a steady state needs about 12), or raise memory_limit")
+    with pytest.raises(LimitExceededError) as refused:
+        placement.simulate(problem, diamond_plan(), microbatches=1000, memory_limit=100_000)
+    assert refused.value.parameter == "memory_limit"
+    assert str(refused.value) == (refusal + ", or keep the figures only with keep_tasks=False (no task table), "
+                                  "in memory independent of the micro-batches")
+    assert placement.simulate(problem, diamond_plan(), microbatches=1000, memory_limit=100_000,
+                              keep_tasks=False).time_per_sample == 9.0
+    with pytest.raises(LimitExceededError) as refused:   # links: every run keeps its tasks
+        placement.simulate(problem, diamond_plan(), microbatches=1000, memory_limit=100_000, comm="link",
+                           keep_tasks=False)
+    assert "keep_tasks" not in str(refused.value)
+    assert str(refused.value).endswith("or raise memory_limit")

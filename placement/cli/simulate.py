@@ -17,7 +17,8 @@ from placement.cli.simulate_parallel import add_parallel_options, check_no_paral
 from placement.simulation.parallel_orders import PARALLEL_SCHEDULES
 from placement.simulation.program import COMM_MODES
 from placement.simulation.schedules import SCHEDULES
-from placement.simulation.simulator import ENGINES
+from placement.errors import LimitExceededError
+from placement.simulation.simulator import ENGINES, FIGURES_ONLY
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -80,11 +81,18 @@ def run(args: argparse.Namespace) -> int:
     check_distinct({"--trace": args.trace, "--gantt": args.gantt}, args.json)
     plan = read[0] if read else read_plan_file(args.plan)   # read once: for its record and itself; named
     other = made_for_another(plan, instance.name)
-    result = placement.simulate(instance, plan, schedule=args.schedule,
-                                microbatches=args.microbatches or DEFAULT_MICROBATCHES,
-                                comm=args.comm, w_fraction=args.w_fraction, engine=args.engine,
-                                memory_limit=args.memory_limit, keep_tasks=bool(args.trace or args.gantt),
-                                progress=progress, **devices(args))
+    try:
+        result = placement.simulate(instance, plan, schedule=args.schedule,
+                                    microbatches=args.microbatches or DEFAULT_MICROBATCHES,
+                                    comm=args.comm, w_fraction=args.w_fraction, engine=args.engine,
+                                    memory_limit=args.memory_limit, keep_tasks=bool(args.trace or args.gantt),
+                                    progress=progress, **devices(args))
+    except LimitExceededError as exc:   # the command keeps the task table for --trace and --gantt only
+        text = str(exc)
+        if not text.endswith(FIGURES_ONLY):
+            raise
+        raise LimitExceededError(text[:-len(FIGURES_ONLY)] + "keep the figures only: leave out --trace and --gantt, "
+                                 "in memory independent of the micro-batches", exc.parameter) from None
     title = instance.name or str(args.instance)
     write_run_files(result, args.trace, args.gantt, title, f"{title}: {result.schedule}")   # both or neither
     devices_note = recorded_devices_note(args, plan, "run")

@@ -61,6 +61,9 @@ PERIOD_TOLERANCE = 1e-9    # relative: completion gaps this close count as equal
 SLOWER = 1e-9              # relative: a time per sample this far above the load model's is noted
 SETTLED_TOLERANCE = 1e-9   # relative: a time per sample this far below the load model is no steady state
 
+#: the end of a refusal of a run's task table past ``memory_limit`` where ``keep_tasks=False`` would stream it
+FIGURES_ONLY = "keep the figures only with keep_tasks=False (no task table), in memory independent of the micro-batches"
+
 #: the most micro-batches a run takes: counts and times built from them stay exact in floating point
 #: and far from the 64-bit integers of the streamed evaluation (2^62 micro-batches overflowed them)
 MAX_MICROBATCHES = 2 ** 53
@@ -218,7 +221,8 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
     weight-gradient times the instance gives, else 0.5, :mod:`.pipeline`); ``engine``
     ``heap`` (the built-in core) or ``simpy`` (same model, run by SimPy). A run whose tasks would
     take more than ``memory_limit`` bytes (default 2 GiB) is refused with
-    :class:`placement.errors.LimitExceededError` before it starts. ``keep_tasks=False`` asks for the
+    :class:`placement.errors.LimitExceededError` before it starts (naming ``keep_tasks=False`` where that
+    runs it). ``keep_tasks=False`` asks for the
     figures only (the task table comes back empty): a steady-state schedule with communication
     inline then runs in memory independent of the micro-batches (:mod:`.streaming`); other runs, and
     those the streamed evaluation cannot hold, go through the event engine and drop the table.
@@ -291,8 +295,10 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
     _check_fit(pipeline, sched, w_fraction)
     splits = sched.split_backward and not pipeline.split   # W tasks this run makes from the backward
     fraction = w_fraction if splits else None
-    if (not keep_tasks and engine == "heap" and comm == INLINE and not sched.flush and not sched.split_backward
-            and not pipeline.split):
+    # a run whose figures keep_tasks=False takes from the streamed evaluation, in memory independent of the run
+    streams = (engine == "heap" and comm == INLINE and not sched.flush and not sched.split_backward
+               and not pipeline.split)
+    if streams and not keep_tasks:
         result = _streamed(pipeline, sched, microbatches, progress, memory_limit)
         if result is not None:
             return _with_model_note(result, comm)
@@ -303,7 +309,12 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
         if progress is not None and tasks >= TOLD_TASKS:
             progress(f"building {counted(tasks, 'task')} {what}")
 
-    program = build_program(pipeline, sched, microbatches, comm, fraction, memory_limit, building)
+    try:
+        program = build_program(pipeline, sched, microbatches, comm, fraction, memory_limit, building)
+    except LimitExceededError as exc:   # the task table asked for is what is too large: the figures alone fit
+        if not streams or not keep_tasks:
+            raise
+        raise LimitExceededError(f"{exc}, or {FIGURES_ONLY}", exc.parameter) from None
     if progress is not None and len(program.graph) >= TOLD_TASKS:   # millions of tasks run for tens of seconds
         progress(f"running {counted(len(program.graph), 'task')} {what} through the {engine} engine")
     if progress is not None and engine == "heap" and compiles_first(program.graph):
