@@ -108,10 +108,13 @@ class Verification:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Verification":
-        """Read :meth:`to_json`'s output back (``report`` is ``None``); a verdict ``valid`` that lists violations
-        contradicts itself and is refused."""
+        """Read :meth:`to_json`'s output back (``report`` is ``None``). Every verdict records ``valid``,
+        ``objective`` (one of the objectives), ``contiguity``, ``value`` and ``max_load`` (numbers, never negative;
+        ``null`` only in an invalid verdict); a verdict ``valid`` that lists violations contradicts itself and is
+        refused."""
         from placement.io.plans import node_ids
         from placement.jsonfile import json_type_name
+        from placement.problem.objectives import OBJECTIVES
 
         _require_object(data, "verified")
         violations, notes = (_array(data, key, "verified", "an array of strings") for key in ("violations", "notes"))
@@ -119,19 +122,26 @@ class Verification:
             if not all(isinstance(item, str) for item in value):
                 raise InvalidPlanError(f"verified.{key}: must be an array of strings, got an array holding "
                                        f"{json_type_name(next(i for i in value if not isinstance(i, str)))}")
-        valid, ledger = data.get("valid", False), data.get("ledger_agrees")
+        valid, ledger = data.get("valid"), data.get("ledger_agrees")
         if not isinstance(valid, bool):
-            raise InvalidPlanError(f"verified.valid: must be true or false, got {json_value_text(valid)}")
+            raise InvalidPlanError(f"verified.valid: must be true or false, got {_found(data, 'valid')}")
+        objective = data.get("objective")
+        if not isinstance(objective, str) or objective not in OBJECTIVES:
+            raise InvalidPlanError(f"verified.objective: must be one of {', '.join(map(repr, OBJECTIVES))}, got "
+                                   + _found(data, "objective"))
+        if not isinstance(data.get("contiguity"), str):
+            raise InvalidPlanError(f"verified.contiguity: must be a string, got {_found(data, 'contiguity')}")
         if ledger is not None and not isinstance(ledger, bool):
             raise InvalidPlanError("verified.ledger_agrees: must be true, false or null, got "
                                    + json_value_text(ledger))
         if valid and violations:   # the evaluator's verdict is valid exactly where it lists no violation
             raise InvalidPlanError(f"verified.valid is true, but verified.violations lists {len(violations)}: a "
                                    "verdict is valid where it finds none")
-        return cls(valid=valid, objective=_text(data, "objective", "verified.objective", "throughput"),
-                   contiguity=_text(data, "contiguity", "verified.contiguity", "none"),
-                   value=_number(data.get("value"), "verified.value"),
-                   max_load=_number(data.get("max_load"), "verified.max_load"),
+        value, max_load = (_number(data.get(key), f"verified.{key}") for key in ("value", "max_load"))
+        for key, found in (("value", value), ("max_load", max_load)):
+            if valid and found is None:   # the evaluator values every plan it finds valid
+                raise InvalidPlanError(f"verified.{key}: must be a number in a valid verdict, got {_found(data, key)}")
+        return cls(valid=valid, objective=objective, contiguity=data["contiguity"], value=value, max_load=max_load,
                    violations=tuple(str(v) for v in violations),
                    finest_class=_text(data, "finest_class", "verified.finest_class", None),
                    inferred=node_ids(_array(data, "inferred", "verified", "an array of node ids"),
@@ -317,7 +327,17 @@ class Result:
         if not isinstance(stats, dict):
             raise InvalidPlanError(f"field 'stats' must be an object, got {json_type_name(stats)}")
         verified = data.get("verified")
+        if has_plan and verified is None:   # solve returns a plan only with the verdict of the check it passed
+            raise InvalidPlanError(f"field 'verified' must be an object in a plan document of status "
+                                   f"{status.value!r} (the verdict of the check its plan passed); "
+                                   + ("got null" if "verified" in data else "it is missing"))
         verification = Verification.from_json(verified) if verified is not None else None
+        if has_plan and not verification.valid:
+            raise InvalidPlanError(f"verified.valid is false in a plan document of status {status.value!r}: a plan "
+                                   "that fails the check is no result's plan")
+        if verification is not None and verification.objective != kind:
+            raise InvalidPlanError(f"verified.objective {verification.objective!r} is not field 'objective_kind' "
+                                   f"{kind!r}: a result's verdict is of the objective it was solved for")
         value = _number(data.get("objective"), "field 'objective'")
         if status in (Status.OPTIMAL, Status.FEASIBLE) and value is None:
             found = f"got {json_type_name(data['objective'])}" if "objective" in data else "it is missing"
@@ -335,11 +355,16 @@ class Result:
             raise InvalidPlanError(f"field 'bound' ({bound!r}) is below field 'objective' ({value!r}) in a plan "
                                    "document of status 'optimal', whose bound is its objective")
         gap = _number(data.get("gap"), "field 'gap'")
-        if gap is not None and value is not None and bound is not None:   # the gap is the objective's and bound's
+        if value is not None and bound is not None:   # the gap is the objective's and bound's
             derived = 0.0 if status is Status.OPTIMAL or value <= 0 else max(0.0, (value - bound) / value)
+            if gap is None:
+                raise InvalidPlanError(f"field 'gap' must be a number where fields 'objective' ({value!r}) and "
+                                       f"'bound' ({bound!r}) are (their relative gap, {derived!r}); "
+                                       + ("got null" if "gap" in data else "it is missing"))
             if not math.isclose(gap, derived, rel_tol=1e-9, abs_tol=1e-9):
                 raise InvalidPlanError(f"field 'gap' ({gap!r}) disagrees with fields 'objective' ({value!r}) and "
                                        f"'bound' ({bound!r}), whose relative gap is {derived!r}")
+        _check_verified_values(data, verification, value, stages)
         contiguity = _text(data, "contiguity", "field 'contiguity'", "stages")   # a class verify notes if unknown
         overrides, unread = read_overrides(data)
         if unread:   # as verify and simulate refuse them: a Result must not drop what the document records
@@ -348,6 +373,7 @@ class Result:
         backward = data.get("backward")
         if backward is not None and not isinstance(backward, dict):
             raise InvalidPlanError(f"field 'backward' must be an object or null, got {json_value_text(backward)}")
+        backward = _backward_record(data) or backward
         return cls(status=status, value=value, bound=bound,
                    gap=gap, plan=tuple(stages),
                    method=_text(data, "method", "field 'method'", ""),
@@ -377,9 +403,10 @@ def _array(data: Mapping[str, Any], key: str, where: str, what: str) -> list:
     return value
 
 
-def _number(value: Any, where: str) -> float | None:
+def _number(value: Any, where: str, signed: bool = False) -> float | None:
     """A JSON number as float; ``null`` (how JSON writes infinities and absent values) as ``None``. A number
-    that is not finite (``NaN``, which ``json.loads`` decodes) is refused, as a plan file holding one is."""
+    that is not finite (``NaN``, which ``json.loads`` decodes) is refused, as a plan file holding one is, and so is
+    a negative one unless ``signed`` (times, loads, memory and the values made of them are never negative)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -387,7 +414,57 @@ def _number(value: Any, where: str) -> float | None:
     if not math.isfinite(value):
         raise InvalidPlanError(f"{_named(where)} must be a finite number or null (as to_json writes one that is "
                                f"not), got {json_value_text(float(value))}")
+    if value < 0 and not signed:
+        raise InvalidPlanError(f"{_named(where)} must not be negative, got {json_value_text(value)}")
     return float(value)
+
+
+def _found(data: Mapping[str, Any], key: str) -> str:
+    """``data[key]`` as a message names what it found there: ``nothing`` where the key is missing."""
+    return json_value_text(data[key]) if key in data else "nothing"
+
+
+def _close(a: float, b: float) -> bool:
+    """Two recorded values of the same figure agree (to rounding)."""
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def _check_verified_values(data: Mapping[str, Any], verification: Verification | None, value: float | None,
+                           stages: list[Stage]) -> None:
+    """Refuse a document whose verdict's figures disagree with what it records beside them: the objective (the
+    verified value of its plan), the devices' loads (the verdict's max load is the largest) and Tarnawski's
+    ``maxLoad`` (that max load; a negative one, as Tarnawski's ``-1``, means not computed)."""
+    claimed = _number(data.get("maxLoad"), "field 'maxLoad'", signed=True)
+    if verification is None:
+        return
+    if value is not None and verification.value is not None and not _close(verification.value, value):
+        raise InvalidPlanError(f"verified.value ({verification.value!r}) disagrees with field 'objective' "
+                               f"({value!r}), the verified value of the plan")
+    loads = [stage.load for stage in stages]
+    largest = verification.max_load
+    if largest is not None and loads and None not in loads and not _close(largest, max(loads)):
+        raise InvalidPlanError(f"verified.max_load ({largest!r}) disagrees with the largest load of field "
+                               f"'devices' ({max(loads)!r})")
+    if claimed is not None and claimed >= 0 and largest is not None and not _close(claimed, largest):
+        raise InvalidPlanError(f"field 'maxLoad' ({claimed!r}) disagrees with verified.max_load ({largest!r})")
+
+
+def _backward_record(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The document's split-backward record as verify and simulate read it (:func:`placement.io.plans.
+    recorded_backward`: mode ``split`` where the plan places B or W tasks, whatever it records), its options those
+    of the split model (:func:`placement.problem.split.split_model`); ``{}`` for a joint plan that records none."""
+    from placement.errors import InvalidParameterError
+    from placement.io.plans import recorded_backward
+    from placement.problem.split import split_model
+
+    record = recorded_backward(dict(data))
+    if record.get("mode") == "split":
+        try:
+            split_model(**{key: record[key] for key in ("w_share", "w_placement", "inter_layer")
+                           if record.get(key) is not None})
+        except InvalidParameterError as exc:
+            raise InvalidPlanError(f"the plan's backward record: {exc}") from None
+    return record
 
 
 def _finite_or_none(value: Any) -> Any:

@@ -591,6 +591,99 @@ def test_result_from_json_refuses_records_that_contradict_themselves(edit, why):
     assert str(caught.value) == why
 
 
+@pytest.mark.parametrize("edit,why", [
+    # a verdict records what it checked and found: {} was read as an invalid verdict of throughput, contiguity none
+    (lambda d: d.update(verified={}), "verified.valid: must be true or false, got nothing"),
+    (lambda d: d["verified"].pop("objective"), "verified.objective: must be one of 'throughput', 'throughput-gpipe', "
+                                               "'latency', got nothing"),
+    (lambda d: d["verified"].update(objective="speed"), "verified.objective: must be one of 'throughput', "
+                                                        "'throughput-gpipe', 'latency', got 'speed'"),
+    (lambda d: d["verified"].pop("contiguity"), "verified.contiguity: must be a string, got nothing"),
+    (lambda d: d["verified"].pop("value"), "verified.value: must be a number in a valid verdict, got nothing"),
+    (lambda d: d["verified"].update(max_load=None), "verified.max_load: must be a number in a valid verdict, "
+                                                    "got null"),
+    (lambda d: d["verified"].update(objective="latency"), "verified.objective 'latency' is not field "
+                                                          "'objective_kind' 'throughput': a result's verdict is of "
+                                                          "the objective it was solved for"),
+    (lambda d: d["verified"].update(value=7.0), "verified.value (7.0) disagrees with field 'objective' (7.5), the "
+                                                "verified value of the plan"),
+    (lambda d: d["verified"].update(max_load=8.0), "verified.max_load (8.0) disagrees with the largest load of "
+                                                   "field 'devices' (7.5)"),
+    # a plan of status optimal or feasible passed the check: without its verdict it was read as unverified
+    (lambda d: d.pop("verified"), "field 'verified' must be an object in a plan document of status 'optimal' (the "
+                                  "verdict of the check its plan passed); it is missing"),
+    (lambda d: d.update(verified=None), "field 'verified' must be an object in a plan document of status 'optimal' "
+                                        "(the verdict of the check its plan passed); got null"),
+    (lambda d: d["verified"].update(valid=False), "verified.valid is false in a plan document of status 'optimal': "
+                                                  "a plan that fails the check is no result's plan"),
+    # times, loads and memory are never negative
+    (lambda d: d.update(runtime_s=-1), "field 'runtime_s' must not be negative, got -1"),
+    (lambda d: d.update(status="feasible", bound=-1.0, gap=8.5 / 7.5), "field 'bound' must not be negative, got -1.0"),
+    (lambda d: d["devices"][0].update(load=-7.5), "devices[0].load: must not be negative, got -7.5"),
+    (lambda d: d["devices"][1].update(memory=-1), "devices[1].memory: must not be negative, got -1"),
+    (lambda d: d["verified"].update(value=-7.5), "verified.value: must not be negative, got -7.5"),
+    # the gap is derived from the objective and the bound: a plan with both has one, a document without a plan none
+    (lambda d: d.pop("gap"), "field 'gap' must be a number where fields 'objective' (7.5) and 'bound' (7.5) are "
+                             "(their relative gap, 0.0); it is missing"),
+    (lambda d: d.update(gap=None), "field 'gap' must be a number where fields 'objective' (7.5) and 'bound' (7.5) "
+                                   "are (their relative gap, 0.0); got null"),
+    # Tarnawski's maxLoad: a number (negative: not computed) or null, and the verdict's max load where it is one
+    (lambda d: d.update(maxLoad="x"), "field 'maxLoad' must be a number or null, got 'x'"),
+    (lambda d: d.update(maxLoad=math.nan), "field 'maxLoad' must be a finite number or null (as to_json writes one "
+                                           "that is not), got NaN"),
+    (lambda d: d.update(maxLoad=5), "field 'maxLoad' (5.0) disagrees with verified.max_load (7.5)"),
+    # the split-backward record: a mode and the options of the split model, as verify and simulate read it
+    (lambda d: d.update(backward={"mode": "x"}), "the plan's backward record has mode 'x'; it is 'joint' or 'split'"),
+    (lambda d: d.update(backward={"mode": "split", "w_share": 2}), "the plan's backward record: w_share must be a "
+                                                                   "finite number ≥ 0 and ≤ 1, not 2"),
+    (lambda d: d.update(backward={"mode": "split", "w_placement": "x"}), "the plan's backward record: w_placement "
+                                                                         "must be one of 'any', 'adjacent', 'home', "
+                                                                         "not 'x'"),
+])
+def test_result_from_json_refuses_hand_edited_values_no_result_holds(edit, why):
+    """Each edit was read: a verdict of {} as an unverified plan, a missing gap as none, a negative time or load as
+    it stands, maxLoad and the backward record as anything at all (to_json then wrote them otherwise)."""
+    document = placement.solve(CHAIN4).to_json()
+    assert (document["status"], document["objective"], document["bound"]) == ("optimal", 7.5, 7.5)
+    edit(document)
+    with pytest.raises(placement.InvalidPlanError) as caught:
+        placement.Result.from_json(document)
+    assert str(caught.value) == why
+
+
+def test_result_from_json_keeps_the_split_of_a_plan_that_records_no_backward():
+    """A plan that places B and W tasks is a split-backward plan whatever it records, as verify and simulate read
+    it: without its backward record it was read with the tasks and written back without them, a joint plan."""
+    problem = ROOT / "instances" / "tiny" / "training-pair.json"
+    document = placement.solve(problem, backward="split").to_json()
+    assert [d["b_tasks"] for d in document["devices"]] == [[4], [3]]
+    del document["backward"]
+    read = placement.Result.from_json(document)
+    assert read.backward == {"mode": "split"}
+    assert [d["b_tasks"] for d in read.to_json()["devices"]] == [[4], [3]]
+    document["backward"] = {"mode": "joint"}
+    with pytest.raises(placement.InvalidPlanError, match="^the plan places b_tasks or w_tasks, as a split-backward "
+                                                         "plan does, but its backward record says mode 'joint'$"):
+        placement.Result.from_json(document)
+
+
+@pytest.mark.parametrize("instance,options", [
+    ("chain4.json", {}), ("chain4.json", {"objective": "latency", "calls": 2}),
+    ("chain4.json", {"objective": "latency", "method": "latency-dp-split"}), ("chain4.json", {"accelerators": 1}),
+    ("chain4.json", {"method": "local-search"}), ("chain4.json", {"stages": 2}),
+    ("training-pair.json", {"objective": "throughput-gpipe"}), ("training-pair.json", {"backward": "split"}),
+    ("training-pair.json", {"method": "pipedream"}), ("diamond-cpu.json", {}),
+    ("diamond-cpu.json", {"objective": "latency", "calls": 2, "accelerators": 1}), ("three-types.json", {}),
+    ("memory-chain.json", {}), ("memory-chain.json", {"cpus": 0}),
+])
+def test_results_of_every_kind_round_trip_through_their_documents(instance, options):
+    result = placement.solve(ROOT / "instances" / "tiny" / instance, **options)
+    document = json.loads(json.dumps(result.to_json(), allow_nan=False))
+    back = placement.Result.from_json(document)
+    assert back == result
+    assert back.to_json() == document
+
+
 def test_result_from_json_reads_a_feasible_record_below_its_value_and_empty_nulls():
     document = placement.solve(CHAIN4).to_json()
     document.update(status="feasible", bound=7.0, gap=0.5 / 7.5, stats=None)
