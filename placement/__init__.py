@@ -15,7 +15,10 @@ Importing the package is cheap: each name below is imported on first use.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+
+TYPE_CHECKING = False   # typing is not imported: the command line handles Ctrl-C before it imports more
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 

@@ -566,6 +566,39 @@ def test_an_interrupt_that_an_import_turns_into_an_import_error_ends_the_command
     assert (done.returncode, done.stdout, done.stderr) == (status, "", "error: interrupted\n")
 
 
+_SIGNALLED_WHILE_IMPORTING = """
+import os, runpy, signal, sys
+
+class Signalling:   # the signal comes as the command first imports the module (importlib.abc imports typing)
+    def find_spec(self, name, path, target=None):
+        if name == {module!r}:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.{signal})
+        return None
+
+sys.meta_path.insert(0, Signalling())
+sys.argv = ["placement", "solve", sys.argv[1], "--quiet"]
+{entry}
+"""
+
+_ENTRIES = {"python -m placement": "runpy.run_module('placement', run_name='__main__', alter_sys=True)",
+            "the placement script": "from placement.cli import run\nsys.exit(run())"}
+
+
+@pytest.mark.parametrize("entry", list(_ENTRIES))
+@pytest.mark.parametrize("module", ["typing", "argparse", "placement.errors", "placement.cli.options",
+                                    "placement.cli.solve"])
+@pytest.mark.parametrize("signal_name, status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_an_interrupt_while_the_command_line_imports_ends_it_with_one_line(entry, module, signal_name, status):
+    """Ctrl-C in the first tenths of a second, while the command line imports typing, argparse and its own modules,
+    ended the command with a traceback (SIGTERM, with nothing said), where later it ends with one line and status
+    130 (143): the entry point handles the signals before it imports them."""
+    script = _SIGNALLED_WHILE_IMPORTING.format(module=module, signal=signal_name, entry=_ENTRIES[entry])
+    done = subprocess.run([sys.executable, "-c", script, CHAIN4], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert (done.returncode, done.stdout, done.stderr) == (status, "", "error: interrupted\n")
+
+
 def test_an_import_error_without_an_interrupt_is_not_taken_for_one(tmp_path):
     script = _IMPORT_INTERRUPTED.replace("os.kill(os.getpid(), signal.{signal})", "pass")
     done = subprocess.run([sys.executable, "-c", script.format(module="solve", function="run"), "solve", CHAIN4],

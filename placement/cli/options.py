@@ -25,10 +25,6 @@ from placement.jsonfile import file_stem, strict_json
 from placement.wording import as_given
 
 
-#: the exit status of a command that Ctrl-C stopped (128 + SIGINT)
-INTERRUPTED = 130
-
-
 class UsageError(PlacementError):
     """A command-line option or argument combination makes no sense."""
 

@@ -15,7 +15,8 @@ import warnings
 from dataclasses import replace
 from typing import Any
 
-from placement.cli.options import (INTERRUPTED, add_device_options, add_output_options, callers_stdout, check_distinct,
+from placement.cli import INTERRUPTED
+from placement.cli.options import (add_device_options, add_output_options, callers_stdout, check_distinct,
                                    check_separate_streams, check_writable, devices, fraction, input_path,
                                    load_overridden, non_negative_int, path_name, positive_float, positive_int,
                                    print_json, progress_printer, relative_gap, shown_then_written)
