@@ -1219,11 +1219,12 @@ def test_a_value_read_through_detach_and_by_the_next_stage_is_no_split_for_torch
     assert split_points(lay, cut([0, 1, 2, 3], [4, 5])) == ["c"]
 
 
-def test_a_value_laid_out_non_contiguous_that_crosses_a_stage_is_no_split_for_torchs_pipeline():
+def test_a_value_laid_out_non_contiguous_that_crosses_a_stage_is_no_split_spec_but_a_pipe_split_program():
     """The output of a transpose (as an RNN's batch-first output, or a residual stream kept transposed) is not
-    contiguous in memory: torch's pipeline runtime sends what a stage returns as it is, and gloo sent none
-    (``RuntimeError: input tensor has to be contiguous`` at the first step), where the split_spec and the
-    pipe_split program were written without a word. Cut where the values are contiguous, it runs."""
+    contiguous in memory: torch's pipeline runtime sends what a stage returns as it is, and gloo sends none
+    (``RuntimeError: input tensor has to be contiguous`` at the first step). The split points of the model's
+    own modules cannot change that, so no split_spec exists; the pipe_split program sends such a value
+    contiguous (:func:`pipe_split_module`), so it exists. Cut where the values are contiguous, both exist."""
     torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
     from torch import nn
 
@@ -1254,21 +1255,26 @@ def test_a_value_laid_out_non_contiguous_that_crosses_a_stage_is_no_split_for_to
         lay = layout_from_instance(instance)
         reason = ("'linear_1' in stage 1 reads a value of 'transpose' of stage 0 that is not contiguous in memory, "
                   "and torch's pipeline() sends a stage's values as they are, which gloo refuses (input tensor has "
-                  "to be contiguous): call .contiguous() on it in the model (placement.torch.plan_pipeline sends "
-                  "contiguous tensors)")
-        for export, name in ((split_points, "a split_spec"), (pipe_split_ops, "a pipe_split program")):
-            with pytest.raises(InvalidParameterError) as err:
-                export(lay, cut([0, 1], [2, 3, 4]))
-            assert str(err.value) == f"plan cannot be written as {name}: {reason}"
+                  "to be contiguous): call .contiguous() on it in the model, or hand the plan over as a pipe_split "
+                  "program, which sends it contiguous")
+        with pytest.raises(InvalidParameterError) as err:
+            split_points(lay, cut([0, 1], [2, 3, 4]))
+        assert str(err.value) == f"plan cannot be written as a split_spec: {reason}"
+        assert pipe_split_ops(lay, cut([0, 1], [2, 3, 4])) == [["linear", "transpose"],
+                                                               ["linear_1", "transpose_1", "linear_2"]]
         assert pipe_split_ops(lay, cut([0], [1, 2, 3, 4])) == [["linear"], ["transpose", "linear_1", "transpose_1",
                                                                             "linear_2"]]
 
 
-def test_pipe_split_module_refuses_a_cut_that_sends_a_value_laid_out_non_contiguous():
-    """The graph module itself, not only the list of its operators: torch's pipeline() built from it sent the
-    transposed value as it was, and gloo refused it at the first step."""
+@pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")   # torch's pipeline() copying its tree specs
+def test_pipe_split_module_sends_a_value_laid_out_non_contiguous_contiguous():
+    """The stage that makes a transposed value sends it contiguous, its dimensions in the order they lie in
+    memory, and the stage that reads it permutes them back: the value crosses as gloo sends it, and the reading
+    stage computes on the layout the program was traced with. Before, the program sent the transposed value as
+    it was, and gloo refused it at the first step (input tensor has to be contiguous)."""
     torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
     from torch import nn
+    from torch.distributed.pipelining import pipeline
 
     from placement.costmodel.roofline import make_platform
     from placement.io.exporters import pipe_split_module
@@ -1283,14 +1289,16 @@ def test_pipe_split_module_refuses_a_cut_that_sends_a_value_laid_out_non_contigu
             return self.b(self.a(x).transpose(1, 2))
 
     torch.manual_seed(0)
-    imported = import_torch(Transposed(), (torch.randn(2, 6, 8),), platform=make_platform("h100", "epyc-7763", 2, 0),
-                            granularity="operator")
+    model, x = Transposed(), torch.randn(2, 6, 8)
+    imported = import_torch(model, (x,), platform=make_platform("h100", "epyc-7763", 2, 0), granularity="operator")
     lay = layout_from_instance(imported.instance)
     assert [node.name for node in lay.nodes] == ["linear", "transpose", "linear_1"]
-    with pytest.raises(InvalidParameterError) as err:
-        pipe_split_module(imported.source, lay, plan([0, 1], [2]))
-    assert "'linear_1' in stage 1 reads a value of 'transpose' of stage 0 that is not contiguous" in str(err.value)
-    assert pipe_split_module(imported.source, lay, plan([0], [1, 2])) is not None
+    pipe = pipeline(pipe_split_module(imported.source, lay, plan([0, 1], [2])), mb_args=(x,))
+    assert pipe.num_stages == 2
+    sent = pipe.get_stage_module(0)(x)
+    assert (tuple(sent.shape), sent.is_contiguous()) == ((2, 6, 8), True)
+    assert torch.equal(sent, model.a(x).detach())   # transpose(1, 2) of it in the order of its memory
+    assert torch.allclose(pipe.get_stage_module(1)(sent), model(x), atol=1e-6)
 
 
 def _refused_in_three_stages(instance, reason):

@@ -383,12 +383,14 @@ def require_contiguous_sends(layout: Layout, parts: list[list[int]], form: str) 
     """No stage may read a value of an earlier stage that the model lays out non-contiguous
     (:attr:`Layout.non_contiguous`: a transpose, an RNN's batch-first output): torch's runtime sends what a
     stage returns as it is, and gloo sends contiguous tensors only (``RuntimeError: input tensor has to be
-    contiguous`` at the first step); neither form changes the model's layout."""
+    contiguous`` at the first step); split points of the model's own modules do not change its layout, where
+    :func:`pipe_split_module` sends such a value contiguous."""
     for u, v, earlier, later in _forward_crossings(layout.non_contiguous, parts):
         refuse(form, f"{_name(layout, v)!r} in stage {later} reads a value of {_name(layout, u)!r} of "
                      f"stage {earlier} that is not contiguous in memory, and torch's pipeline() sends a "
                      "stage's values as they are, which gloo refuses (input tensor has to be contiguous): call "
-                     ".contiguous() on it in the model (placement.torch.plan_pipeline sends contiguous tensors)")
+                     ".contiguous() on it in the model, or hand the plan over as a pipe_split program, which "
+                     "sends it contiguous")
 
 
 def require_inputs_in_first_stage(layout: Layout, parts: list[list[int]], form: str) -> None:
@@ -694,7 +696,6 @@ def pipe_split_ops(layout: Layout, plan: Plan) -> list[list[str]]:
     require_neighbour_reads(layout, parts, "pipe-split")
     require_inputs_in_first_stage(layout, parts, "pipe-split")
     require_outputs_in_last_stage(layout, parts, "pipe-split")
-    require_contiguous_sends(layout, parts, "pipe-split")
     by_id = {node.id: node for node in layout.nodes}
     return [[op for v in stage for op in by_id[v].ops] for stage in parts]
 
@@ -729,6 +730,60 @@ def _copy_what_stages_write_into(graph: Any, movable: list[Any], stage: dict[Any
     return [n for n in graph.nodes if n in stage] if added else movable
 
 
+def _send_contiguous(graph: Any, movable: list[Any], stage: dict[Any, int]) -> list[Any]:
+    """Where a later stage reads a tensor laid out non-contiguous (a transpose, an RNN's batch-first output), the
+    stage that computes it sends it contiguous, its dimensions permuted into the order they lie in memory
+    (copied where that leaves gaps: a slice, an expanded mask), and each reading stage permutes them back: torch's
+    ``pipeline()`` sends what a stage returns as it is, and gloo sends contiguous tensors only. The reading stage
+    so computes on the layout the program was traced with (a dense one, :func:`placement.torch.contiguity.
+    dense_order`), on which its views were traced (a ``view`` after ``scaled_dot_product_attention``, whose result
+    follows its input's layout); it receives the value into a contiguous buffer and sends its gradient back laid
+    out as that buffer (autograd lays a leaf's gradient out as the leaf). An item of an operator's tuple (the
+    output of an ``nn.GRU``) is taken on the stage of the operator, so that it is the item that crosses. The
+    operators of the graph, in order, with those added."""
+    import operator
+
+    import torch
+
+    from placement.torch.contiguity import memory_order
+
+    def strided(n: Any) -> bool:
+        example = n.meta.get("val")
+        return (isinstance(example, torch.Tensor) and example.layout == torch.strided
+                and not example.is_contiguous())
+
+    def add(after: Any, target: Any, args: tuple, kwargs: dict, example: Any, s: int) -> Any:
+        with graph.inserting_after(after):
+            node = graph.call_function(target, args, kwargs)
+        node.meta = {**after.meta, "val": example}
+        stage[node] = s
+        return node
+
+    for n in movable:   # an item of a tuple made on an earlier stage: taken where the tuple is made
+        source = n.args[0] if n.target is operator.getitem and n.args else None
+        if isinstance(source, torch.fx.Node) and source in stage and stage[source] < stage[n] and strided(n):
+            stage[n] = stage[source]
+    added = False
+    for value in movable:
+        later = [user for user in value.users if stage.get(user, -1) > stage[value]]
+        if not (later and strided(value)):
+            continue
+        example = value.meta["val"]
+        order = memory_order(tuple(example.stride()))
+        inverse = [order.index(d) for d in range(len(order))]
+        sent = add(value, torch.ops.aten.permute.default, (value, order), {}, example.permute(order), stage[value])
+        if not sent.meta["val"].is_contiguous():
+            sent = add(sent, torch.ops.aten.clone.default, (sent,), {"memory_format": torch.contiguous_format},
+                       sent.meta["val"].clone(memory_format=torch.contiguous_format), stage[value])
+        for s in sorted({stage[user] for user in later}, reverse=True):
+            back = add(sent, torch.ops.aten.permute.default, (sent, inverse), {}, sent.meta["val"].permute(inverse), s)
+            for user in later:
+                if stage[user] == s:
+                    user.replace_input_with(value, back)
+        added = True
+    return [n for n in graph.nodes if n in stage] if added else movable
+
+
 def _place_unused_state_reads(unused: list[Any], stage: dict[Any, int], low: dict[Any, int]) -> None:
     """Moves each operator of ``unused`` (operators the instance does not hold and nothing reads: the
     metadata assertions ``torch.export`` writes for a cast of a parameter, ``weight.float()``) that reads a
@@ -756,11 +811,11 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan, relayed: bool = 
     queries, assertions, guards) go to the earliest stage that uses them, or, unused, to
     the stage of their latest input, or later to the first stage that otherwise reads a parameter or buffer
     they read (:func:`_place_unused_state_reads`). For ``torch.distributed.pipelining.pipeline``, a training plan
-    may not skip a stage (:func:`require_neighbour_reads`) nor send a value laid out non-contiguous
-    (:func:`require_contiguous_sends`); ``relayed=True`` (for a caller that relays
-    such values stage by stage, as :mod:`placement.torch.partition` does) allows it. Without it, a
-    stage that writes in place into a value it receives writes into a copy made at its start
-    (:func:`_copy_what_stages_write_into`), and a model that returns its own parameter is refused.
+    may not skip a stage (:func:`require_neighbour_reads`); ``relayed=True`` (for a caller that relays
+    such values stage by stage and sends contiguous tensors itself, as :mod:`placement.torch.partition` does)
+    allows it. Without it, a value laid out non-contiguous crosses a boundary contiguous
+    (:func:`_send_contiguous`), a stage that writes in place into a value it receives writes into a copy made
+    at its start (:func:`_copy_what_stages_write_into`), and a model that returns its own parameter is refused.
     """
     from placement.io.torch_export import require_torch
 
@@ -772,7 +827,6 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan, relayed: bool = 
         require_neighbour_reads(layout, parts, "pipe-split")
         require_inputs_in_first_stage(layout, parts, "pipe-split")
         require_outputs_in_last_stage(layout, parts, "pipe-split")
-        require_contiguous_sends(layout, parts, "pipe-split")
     by_id = {node.id: node for node in layout.nodes}
     stage_of_op = {op: s for s, stage in enumerate(parts) for v in stage for op in by_id[v].ops}
     gm = program.module()
@@ -805,6 +859,7 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan, relayed: bool = 
             refuse("pipe-split", f"it is no pipeline: operator {n.name!r} would run in stage {stage[n]}, before "
                                  f"its input {late[0].name!r} in stage {stage[late[0]]}")
     if not relayed:
+        movable = _send_contiguous(graph, movable, stage)
         movable = _copy_what_stages_write_into(graph, movable, stage, len(parts))
     returned = [v for n in graph.nodes if n.op == "output" for v in n.all_input_nodes]
     state = next((v for v in returned if v.op == "get_attr"), None)

@@ -70,11 +70,17 @@ def traced_layout(x: Any, stride: tuple[int, ...]) -> Any:
     return _TracedLayout.apply(x, stride)
 
 
+def memory_order(stride: tuple[int, ...]) -> list[int]:
+    """The dimensions of a tensor of strides ``stride`` in the order they lie in memory, outermost first
+    (largest stride first; ties in dimension order)."""
+    return sorted(range(len(stride)), key=lambda d: (-stride[d], d))
+
+
 def dense_order(shape: tuple[int, ...], stride: tuple[int, ...]) -> tuple[int, ...]:
     """The strides of a tensor of ``shape`` without gaps or overlaps whose dimensions lie in memory in
     the order of ``stride`` (largest first; ties in dimension order): a transposed view keeps its
     transpose, a slice of a wider tensor loses its gaps."""
-    order = sorted(range(len(shape)), key=lambda d: (-stride[d], d))
+    order = memory_order(stride)
     dense = [0] * len(shape)
     step = 1
     for d in reversed(order):

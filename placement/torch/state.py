@@ -295,8 +295,9 @@ def non_contiguous_reads(program: Any, pg: Any) -> list[tuple[int, int]]:
     reads a tensor an operator of ``u`` computes, ``u != v``, laid out non-contiguous when traced (a
     transpose, an RNN's batch-first output). Where ``v`` runs on a later stage than ``u``, torch's pipeline
     runtime sends that value as it is, and gloo sends contiguous tensors only (``input tensor has to be
-    contiguous`` at the first step): the split points and ``pipe_split_module`` leave the model's layout as
-    it is. Sparse values are not listed: they are refused as such (the ``sparse_values`` colour classes)."""
+    contiguous`` at the first step): the split points leave the model's layout as it is, where
+    ``pipe_split_module`` sends such a value contiguous. Sparse values are not listed: they are refused as
+    such (the ``sparse_values`` colour classes)."""
     import torch
 
     node_of = {op.name: v for v in range(len(pg.nodes)) for op in pg.node_ops(v)}
