@@ -1266,6 +1266,49 @@ def test_a_value_laid_out_non_contiguous_that_crosses_a_stage_is_no_split_spec_b
                                                                             "linear_2"]]
 
 
+def test_a_layer_that_returns_a_value_laid_out_non_contiguous_across_a_stage_is_no_deepspeed_part():
+    """DeepSpeed's PipelineModule sends what a stage's last layer returns as it is (``p2p.send`` of its
+    outputs) to a contiguous buffer of the next stage: gloo refuses it (``input tensor has to be
+    contiguous``), NCCL sends its memory as it lies (a warning, then the elements out of order); the parts were
+    written without a word for a stage whose last layer returns a transposed value. Cut where the value stays
+    within a stage, they exist."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from torch import nn
+
+    from placement.costmodel.roofline import make_platform
+    from placement.io.torch_export import import_torch
+
+    class Swap(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.lin(x).transpose(1, 2)
+
+    torch.manual_seed(0)
+    for training in (True, False):
+        instance = import_torch(nn.Sequential(Swap(), nn.Linear(6, 2), nn.ReLU()), (torch.randn(2, 6, 8),),
+                                platform=make_platform("h100", "epyc-7763", 2, 0), training=training).instance
+        assert [n["name"] for n in instance["nodes"][:4]] == ["0.lin", "0", "1", "2"]
+        assert instance["about"]["non_contiguous_reads"] == [[1, 2]]
+        mates = {n["id"]: n["forward"] for n in instance["nodes"] if n["isBackwardNode"]}
+
+        def cut(*groups):
+            return plan(*([*g, *(b for b, f in mates.items() if f in g)] for g in groups))
+
+        lay = layout_from_instance(instance)
+        with pytest.raises(InvalidParameterError) as err:
+            deepspeed_parts(lay, cut([0, 1], [2, 3]))
+        assert str(err.value) == (
+            "plan cannot be written as DeepSpeed parts: '1' in stage 1 reads a value of '0' of stage 0 that is not "
+            "contiguous in memory, and DeepSpeed's PipelineModule sends a stage's values as they are to a "
+            "contiguous buffer, which gloo refuses (input tensor has to be contiguous) and NCCL fills with the "
+            "value's memory as it lies (its elements out of order): call .contiguous() on it in the model, or hand "
+            "the plan over as a pipe_split program, which sends it contiguous")
+        assert deepspeed_parts(lay, cut([0, 1, 2], [3])) == {"layers": ["0", "1", "2"], "parts": [0, 2, 3]}
+
+
 @pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")   # torch's pipeline() copying its tree specs
 def test_pipe_split_module_sends_a_value_laid_out_non_contiguous_contiguous():
     """The stage that makes a transposed value sends it contiguous, its dimensions in the order they lie in

@@ -35,6 +35,10 @@ mates). Each hand-off form (:data:`FORMATS`) exists only for some plans:
   into a value an earlier stage computes (:func:`require_no_writes_into_received`): both runtimes give
   a stage what it receives as leaves that require a gradient, which autograd refuses to write into;
   :func:`pipe_split_module` copies such a value;
+* for any graph, neither a split_spec nor DeepSpeed parts exist where a stage sends a value laid out
+  non-contiguous (:func:`require_contiguous_sends`): both runtimes send a stage's values as they are, which
+  gloo refuses (and NCCL sends DeepSpeed's as their memory lies, out of order); :func:`pipe_split_module` sends
+  such a value contiguous;
 * :func:`deepspeed_parts` — the ``layers`` and ``parts`` of DeepSpeed's ``PipelineModule``
   (stage ``i`` holds layers ``parts[i]`` to ``parts[i+1] - 1``). The layers are modules,
   never single operators: each stage, an interval of program order, is covered by the
@@ -383,14 +387,20 @@ def require_contiguous_sends(layout: Layout, parts: list[list[int]], form: str) 
     """No stage may read a value of an earlier stage that the model lays out non-contiguous
     (:attr:`Layout.non_contiguous`: a transpose, an RNN's batch-first output): torch's runtime sends what a
     stage returns as it is, and gloo sends contiguous tensors only (``RuntimeError: input tensor has to be
-    contiguous`` at the first step); split points of the model's own modules do not change its layout, where
+    contiguous`` at the first step). DeepSpeed's ``PipelineModule`` sends it as it is too, to a contiguous
+    buffer of the next stage: gloo refuses it, and NCCL, which refuses no non-contiguous tensor sent point to
+    point, sends its memory as it lies, which the next stage reads as laid out contiguous (the elements out of
+    order). Split points and layers of the model's own modules do not change its layout, where
     :func:`pipe_split_module` sends such a value contiguous."""
+    runtime = ("DeepSpeed's PipelineModule sends a stage's values as they are to a contiguous buffer, which gloo "
+               "refuses (input tensor has to be contiguous) and NCCL fills with the value's memory as it lies (its "
+               "elements out of order)" if form == "deepspeed" else
+               "torch's pipeline() sends a stage's values as they are, which gloo refuses (input tensor has to be "
+               "contiguous)")
     for u, v, earlier, later in _forward_crossings(layout.non_contiguous, parts):
         refuse(form, f"{_name(layout, v)!r} in stage {later} reads a value of {_name(layout, u)!r} of "
-                     f"stage {earlier} that is not contiguous in memory, and torch's pipeline() sends a "
-                     "stage's values as they are, which gloo refuses (input tensor has to be contiguous): call "
-                     ".contiguous() on it in the model, or hand the plan over as a pipe_split program, which "
-                     "sends it contiguous")
+                     f"stage {earlier} that is not contiguous in memory, and {runtime}: call .contiguous() on it "
+                     "in the model, or hand the plan over as a pipe_split program, which sends it contiguous")
 
 
 def require_inputs_in_first_stage(layout: Layout, parts: list[list[int]], form: str) -> None:
@@ -580,6 +590,7 @@ def deepspeed_parts(layout: Layout, plan: Plan) -> dict[str, list]:
     require_inputs_in_first_stage(layout, parts, "deepspeed")
     require_outputs_in_last_stage(layout, parts, "deepspeed")
     require_no_writes_into_received(layout, parts, "deepspeed")
+    require_contiguous_sends(layout, parts, "deepspeed")
     layers: list[str] = []
     bounds = [0]
     begin = 0
