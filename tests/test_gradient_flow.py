@@ -66,6 +66,59 @@ def test_only_tensors_that_need_a_gradient_flow_back_along_an_edge():
     assert [pg.activation_bytes(v) for v in range(4)] == [0.0, 6.0, 6.0, 0.0]
 
 
+def test_a_training_import_mirrors_no_edge_that_carries_a_boolean_mask_or_integer_positions():
+    """A GPT-2-style model builds its causal mask (boolean) from the positions (integers) in the node that
+    also adds the token and position embeddings, and every block's attention reads the mask: the edges that
+    carry only the mask or the positions get no backward mirror (such values carry no gradient), those that
+    carry the embeddings' sum do. An importer that mirrored every edge charged the mask's bytes as a gradient
+    sent back to each block."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from torch import nn
+    from torch.nn import functional as F
+
+    from placement.costmodel.roofline import make_platform
+    from placement.io.torch_export import import_torch
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv, self.proj = nn.Linear(8, 24), nn.Linear(8, 8)
+
+        def forward(self, x, mask):
+            b, s, _ = x.shape
+            q, k, v = (t.view(b, s, 2, 4).transpose(1, 2) for t in self.qkv(x).split(8, -1))
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            return x + self.proj(y.transpose(1, 2).reshape(b, s, 8))
+
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(50, 8), nn.Embedding(6, 8)
+            self.h = nn.ModuleList([Block(), Block()])
+            self.head = nn.Linear(8, 50)
+
+        def forward(self, tokens):
+            pos = torch.arange(tokens.shape[1])
+            x = self.wte(tokens) + self.wpe(pos)
+            mask = (pos[None, :] <= pos[:, None]).expand(tokens.shape[0], 1, -1, -1)
+            for block in self.h:
+                x = block(x, mask)
+            return self.head(x)
+
+    torch.manual_seed(0)
+    instance = import_torch(Masked(), (torch.randint(0, 50, (2, 6)),),
+                            platform=make_platform("h100", "epyc-7763", 2, 0), training=True).instance
+    names = {n["id"]: n["name"] for n in instance["nodes"]}
+    mate = {n["forward"]: n["id"] for n in instance["nodes"] if n["isBackwardNode"]}
+    sizes = {(e["sourceId"], e["destId"]): e["size"] for e in instance["edges"]}
+    forward = {(names[a], names[b]): (size, sizes.get((mate[b], mate[a])))
+               for (a, b), size in sizes.items() if a in mate and b in mate}
+    assert {pair: sent for pair, sent in forward.items() if pair[0] in ("(model)", "(model)#1")} == {
+        ("(model)", "wpe"): (48.0, None), ("(model)", "(model)#1"): (48.0, None),   # the positions, int64
+        ("(model)#1", "h.0"): (72.0, None), ("(model)#1", "h.1"): (72.0, None),     # the mask, bool
+        ("(model)#1", "h.0.qkv"): (384.0, 384.0), ("(model)#1", "h.0#1"): (384.0, 384.0)}   # the embeddings' sum
+
+
 def _autograd_truth(model, args):
     """Per operator of the exported program, whether autograd gives its output ``requires_grad`` once
     the program has run (a tensor written in place later, ``out[:, 0] = h``, has one from then on):
