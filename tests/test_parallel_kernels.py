@@ -259,3 +259,35 @@ def test_a_plain_fill_stops_at_its_deadline_or_when_on_course_to_overrun_it():
     assert K.past([0.0, 0.0, now - 0.01, now - 0.5], 9, 10) is True   # past the deadline
     assert K.past([0.0, 0.0, math.inf, now - 0.2], 1, 10) is False    # no deadline
     assert K.never_past(started, 1, 10) is False
+
+
+def test_the_fill_reads_a_subset_only_within_the_span_of_its_cells(monkeypatch):
+    """GPipe on 16 devices, m = 8 and t = 1, 2 (the table keeps both the device count and the degree sum): of a
+    subset's cells the fill reads only those between the first and the last that hold a value within the ceiling,
+    per device count (``spans[J, 1 + k]``) and over the counts (``spans[J, 0]``); every other cell is infinite or
+    above it, which the fill read and skipped for every stage and degree that could extend it."""
+    from placement.parallel import dp as D
+    from tests.test_parallel import chain, tmpc
+
+    kept, runs = [], []
+    workspace, run = K.workspace, D._run
+    monkeypatch.setattr(K, "workspace", lambda *args: kept.append(workspace(*args)) or kept[-1])
+    monkeypatch.setattr(D, "_run", lambda *args, **kwargs: runs.append(run(*args, **kwargs)) or runs[-1])
+    nodes = [{1: (tmpc("v", time, 1),), 2: (tmpc("v", 0.6 * time, 1),)} for time in (4, 1, 3, 2, 5)]
+    found = D.solve_parallel(chain(nodes, cost=1.0, devices=16, microbatches=8), schedule="gpipe", compiled=False)
+    assert found.value == 2.825 and found.stats["collapsed"] is False
+    dp, spans = runs[-1][0], kept[-1][-1]
+    slack = found.stats["chain_value"] * (1 + 1e-12)
+    assert spans.shape == (6, 1 + 17, 2)
+    narrower = 0
+    for J in range(dp.shape[0]):
+        if spans[J, 0, 0] < 0:   # never read: the whole graph
+            continue
+        held = np.isfinite(dp[J]) & (dp[J] <= slack)
+        codes = np.flatnonzero(held.any(axis=1))
+        assert spans[J, 0].tolist() == ([codes[0], codes[-1] + 1] if len(codes) else [17, 0])
+        for k in range(17):
+            sums = np.flatnonzero(held[k])
+            assert spans[J, 1 + k].tolist() == ([sums[0], sums[-1] + 1] if len(sums) else [9, 0])
+            narrower += int(len(sums) < 9)
+    assert narrower > 0

@@ -583,7 +583,7 @@ def no_written_value(value, count, cost, mem, capacity, ceiling, choice, nodes, 
 
 def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, fsum, fcut, lowm, wlb, limits,
          cut_ptr, cut_idx, cost, sync, ends, ptr, opt, options, dp, parent, stats, xb, ints, floats, cache, kept, has,
-         state, evaluate, stage_items, item_costs, equal_params, knapsack, written_value):
+         state, spans, evaluate, stage_items, item_costs, equal_params, knapsack, written_value):
     """Fill ``dp[I, k, s]``: the least largest stage time per sample of a pipeline of the nodes of the
     successor-closed set ``I`` on exactly ``k`` devices whose data-parallel degrees sum to exactly ``s``
     (``collapsed``: one column, ``s`` not tracked — every degree is 1, so ``s`` is the device count, or
@@ -630,10 +630,13 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     the fill is on course to overrun it threefold (plain Python only: compiled, it runs to the end); and
     (``stopped`` = 2) where it was given :func:`no_evaluate` and meets a stage that needs an evaluation, or the
     stub of :func:`written_value` and a stage decided on the sizes as written.
-    ``xb`` to ``state``: scratch arrays (:func:`workspace`). The last six arguments are ``evaluate``, which
-    values the stages whose dominant options are missing or do not fit (:func:`evaluate`, or its stub), and
-    the helpers the fill passes on to it; compiled, the fill takes them as function values, so each
-    compiles apart from the others."""
+    ``xb`` to ``spans``: scratch arrays (:func:`workspace`); a subset ``J`` is read only within ``spans[J]``,
+    found the first time it is read (the table is sparse: a cell holds a value only where some plan of ``J`` on
+    that count and sum stays within the ceiling, and the other cells were each read and skipped before, for
+    every stage and degree they could extend; the cells read are the same, in the same order). The last six
+    arguments are ``evaluate``, which values the stages whose dominant options are missing or do not fit
+    (:func:`evaluate`, or its stub), and the helpers the fill passes on to it; compiled, the fill takes them as
+    function values, so each compiles apart from the others."""
     N = sizes.shape[1]
     W = bits.shape[1]
     Q = pairs.shape[1]
@@ -653,6 +656,7 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     windows = ceiling > 0.0 and ceiling < INF
     ycap = cache.shape[1]
     n = options.shape[0]
+    spread = spans.shape[1] > 1
     has[0] = True
     for a in range(config[8], config[9]):   # this call's stretch of the sets by size
         I = sizes[0, a]
@@ -690,6 +694,27 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
             if past(limits, a, N):
                 stats[4] = 1
                 return
+            if spans[J, 0, 0] < 0:   # J's cells that the loops below read, found once: J is filled
+                klo = ncodes
+                khi = 0
+                for kk in range(ncodes):
+                    slo = S1
+                    shi = 0
+                    for ss in range(S1):
+                        prev = dp[J, kk, ss]
+                        if not (prev >= INF or prev > slack):
+                            if slo == S1:
+                                slo = ss
+                            shi = ss + 1
+                    if slo < shi:
+                        if klo == ncodes:
+                            klo = kk
+                        khi = kk + 1
+                    if spread:
+                        spans[J, 1 + kk, 0] = slo
+                        spans[J, 1 + kk, 1] = shi
+                spans[J, 0, 0] = klo
+                spans[J, 0, 1] = khi
             for w in range(W):
                 xb[w] = bits[I, w] & ~bits[J, w]
             jlo = 0
@@ -758,31 +783,36 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
                                 return
                         if lb > slack:
                             continue
+                        whole = m // d   # y of every stage of degree d (gpipe)
                         for y in range(ycap):
                             cache[0, y] = -1.0
                             cache[1, y] = lb
-                        for kp in range(jlo, ncodes):   # a code is at least its total
+                        for kp in range(max(jlo, spans[J, 0, 0]), spans[J, 0, 1]):   # a code is at least its total
                             tk = codes[kp, T]
                             if tk < jlo or tk > kcap - dt or codes[kp, tau] + dt > type_counts[0, tau]:
                                 continue
+                            s_lo = 0
                             s_hi = 0
                             if not collapsed:
                                 s_hi = min(tk, S1 - 1 - d)
-                            for sp in range(s_hi + 1):
+                            if spread:
+                                s_lo = spans[J, 1 + kp, 0]
+                                s_hi = min(s_hi, spans[J, 1 + kp, 1] - 1)
+                            kn = kp + dt * type_counts[1, tau]
+                            for sp in range(s_lo, s_hi + 1):
                                 prev = dp[J, kp, sp]
                                 if prev >= INF or prev > slack:
                                     continue
-                                kn = kp + dt * type_counts[1, tau]
                                 sn = 0 if collapsed else sp + d
-                                sval = codes[kn, T] if collapsed else sn
-                                y = m // d
-                                slot = 0
-                                if suffix:
-                                    y = (sval + d - 1) // d
-                                    slot = y
                                 target = dp[I, kn, sn]
                                 if not greedy and prev >= target:
                                     continue   # no stage value can improve this cell
+                                y = whole
+                                slot = 0
+                                if suffix:
+                                    sval = codes[kn, T] if collapsed else sn
+                                    y = (sval + d - 1) // d
+                                    slot = y
                                 val = cache[0, slot]
                                 if not greedy and val < 0.0 and cache[1, slot] >= target:
                                     continue   # the stage is known to cost at least the cell's value
@@ -824,16 +854,20 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
                                     has[I] = True
 
 
-def workspace(sets, nodes, width, words, devices, suffix, pairs):
-    """The scratch arrays of :func:`fill` (``xb, ints, floats, cache, kept, has, state``) for ``sets`` sets of
-    ``nodes`` nodes with ``width`` options at most, ``words`` words per bitset, a total of ``devices``
-    and ``pairs`` (type, degree, d) pairs; allocated here so that the compiled fill allocates nothing
-    (each array type numba allocates costs its own compilation on a fresh install). ``kept[key]``:
-    a knapsack choice kept for reuse, its last column 1 when set."""
+def workspace(sets, nodes, width, words, devices, suffix, pairs, codes, sums):
+    """The scratch arrays of :func:`fill` (``xb, ints, floats, cache, kept, has, state, spans``) for ``sets`` sets
+    of ``nodes`` nodes with ``width`` options at most, ``words`` words per bitset, a total of ``devices``,
+    ``pairs`` (type, degree, d) pairs, and a table of ``codes`` device counts by ``sums`` degree sums; allocated
+    here so that the compiled fill allocates nothing (each array type numba allocates costs its own compilation
+    on a fresh install). ``kept[key]``: a knapsack choice kept for reuse, its last column 1 when set.
+    ``spans[J]``: the cells of set ``J`` that hold a value a later stage can extend (finite, within the
+    ceiling): ``spans[J, 0]`` the first and one past the last code that has one (``-1`` before ``J`` is read),
+    and, where degree sums are tracked (``sums > 1``), ``spans[J, 1 + k]`` the same of the sums at code ``k``."""
     ycap = devices + 2 if suffix else 1
+    spans = np.full((sets, 1 + (codes if sums > 1 else 0), 2), -1, dtype=np.int32)
     return (np.zeros(words, dtype=np.uint64), np.zeros((3, nodes), dtype=np.int64), np.zeros((7, nodes, width)),
             np.empty((2, ycap)), np.zeros((ycap + pairs, nodes + 1), dtype=np.int64), np.zeros(sets, dtype=np.bool_),
-            np.zeros(4, dtype=np.int64))
+            np.zeros(4, dtype=np.int64), spans)
 
 
 def past(limits, done, total):

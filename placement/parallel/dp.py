@@ -660,7 +660,7 @@ def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes
                  np.array([arrays["wtot"], ceiling, deadline, time.perf_counter()], dtype=np.float64),
                  sets.cut_ptr, sets.cut_idx, tables.cost, sync, ends, ptr, opt, tables.options, dp, parent, counters,
                  *K.workspace(count, tables.options.shape[0], tables.time.shape[2], sets.bits.shape[1], cap, suffix,
-                              len(pairs)))
+                              len(pairs), codes.count, width))
     stretches = fill_stretches(count)
     for lo, hi in zip(stretches, stretches[1:]):
         config[8], config[9] = lo, hi
