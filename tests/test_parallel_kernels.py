@@ -291,3 +291,26 @@ def test_the_fill_reads_a_subset_only_within_the_span_of_its_cells(monkeypatch):
             assert spans[J, 1 + k].tolist() == ([sums[0], sums[-1] + 1] if len(sums) else [9, 0])
             narrower += int(len(sums) < 9)
     assert narrower > 0
+
+
+def test_the_pass_over_the_sets_fills_the_chains_table_where_its_plan_is_not_needed(monkeypatch):
+    """A chain has as many successor-closed sets as the pass along one topological order: without a deadline that
+    pass's plan is never read, and the pass over the sets fills its table and parents in place (a second table of
+    the size, new, cost more than its sparse fill); with one, the chain's plan stands past it and keeps its own.
+    Parents are 32-bit, as sets and pairs are below 2^31. The optimum and plan are the same either way."""
+    from placement.parallel import dp as D
+    from tests.test_parallel import chain, tmpc
+
+    runs = []
+    run = D._run
+    monkeypatch.setattr(D, "_run", lambda *args, **kwargs: runs.append(run(*args, **kwargs)) or runs[-1])
+    inst = chain([{1: (tmpc("v", time, 1),), 2: (tmpc("v", 0.6 * time, 1),)} for time in (4, 1, 3, 2, 5)],
+                 cost=1.0, devices=16, microbatches=8)
+    found = D.solve_parallel(inst, schedule="gpipe", compiled=False)
+    (chain_dp, chain_parent, _), (dp, parent, _) = runs
+    assert dp is chain_dp and parent is chain_parent and parent.dtype == np.int32
+    runs.clear()
+    limited = D.solve_parallel(inst, schedule="gpipe", compiled=False, deadline=1e300)
+    (chain_dp, chain_parent, _), (dp, parent, _) = runs
+    assert dp is not chain_dp and parent is not chain_parent
+    assert found.value == limited.value == 2.825 and found.plan == limited.plan

@@ -623,8 +623,9 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     stride) per type; ``masks`` = (options missing, options not dominant) per degree index as
     bitsets; ``fsum`` = per-set sums of the dominant options' (time, params, mem_a, mem_b); ``fcut`` =
     an entering edge's term into and out of the stage at its dominant options; ``limits`` = (Σ of
-    ``wlb`` over all nodes, ceiling, deadline, start); ``parent`` = (set, pair) of the last stage; the tables
-    as :attr:`placement.parallel.tables.Tables.packed` gives them.
+    ``wlb`` over all nodes, ceiling, deadline, start); ``parent`` = (set, pair) of the last stage, set with
+    every finite cell (the others are never read, and the fill leaves them as they were: the arrays may be a
+    finished fill's); the tables as :attr:`placement.parallel.tables.Tables.packed` gives them.
     ``stats``: [pairs, stage evaluations, knapsacks, greedy values not monotone in y, stopped]: the fill
     stops (``stopped`` = 1, the table unfinished) when :func:`past` says so: the deadline has passed, or
     the fill is on course to overrun it threefold (plain Python only: compiled, it runs to the end); and
@@ -663,8 +664,6 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
         for kk in range(ncodes):
             for ss in range(S1):
                 dp[I, kk, ss] = INF
-                parent[0, I, kk, ss] = -1
-                parent[1, I, kk, ss] = -1
         if sizes[1, I] == 0:
             dp[I, 0, 0] = 0.0
             continue

@@ -384,7 +384,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
                         fit, mode, ceiling, deadline if deadline < given_deadline else math.inf, descending=True,
                         tell=_every_second(progress, time.perf_counter(), "DP along one topological order (its "
                                            "plan bounds the DP over the sets)"))
-        if chain_dp[3][4]:
+        if chain_dp[2][4]:
             return None
         chain_found[:] = [chain_dp]
         lowered = min(ceiling, _best(chain_dp[0], chain.full, codes)[0])
@@ -398,9 +398,12 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
                 shown(done, count)
 
         shown = _every_second(progress, time.perf_counter())
+        # without a given deadline the chain's plan is never read: its table holds the full pass's where they agree
+        # in size (a graph of one topological order)
+        room = chain_found.pop()[:2] if given_deadline == math.inf else None
         full = _run(kernels, tables, sets, arrays, pairs, cap, codes, width, collapsed, suffix, m, types, fit, mode,
-                    lowered, deadline, tell=tell)
-        return None if full[3][4] else (lowered, *full)
+                    lowered, deadline, tell=tell, room=room)
+        return None if full[2][4] else (lowered, *full)
 
     found = _fill_both(passes, cells, len(sets.size), compiled, stats, progress,
                        _knapsacks_needed(tables, types, int(ys.max()) if len(ys) else 0), mode == "greedy",
@@ -411,13 +414,13 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
         stats["lower_bound"] = arrays["wtot"] / total
         value, plan = math.inf, None
         if chain_found:
-            chain_dp, chain_set, chain_q, _ = chain_found[0]
+            chain_dp, (chain_set, chain_q), _ = chain_found[0]
             value, k, s = _best(chain_dp, chain.full, codes)
             if math.isfinite(value):
                 plan = _reconstruct(tables, chain, chain_dp, chain_set, chain_q, pairs, k, s, codes, collapsed,
                                     schedule, m, types, fit, mode, value)
         return ParallelSolution(value, plan, time.perf_counter() - started, stats)
-    ceiling, dp, par_set, par_q, counters = found
+    ceiling, dp, (par_set, par_q), counters = found
     stats["chain_value"] = ceiling if math.isfinite(ceiling) else None
     value, k, s = _best(dp, sets.full, codes)
     if capped:
@@ -628,7 +631,7 @@ def fill_stretches(count: int, calls: int = FILL_CALLS) -> list[int]:
 
 def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes, width, collapsed, suffix, m,
          types: DeviceTypes, fit: WrittenFit | None, mode, ceiling, deadline, descending=False,
-         tell: Callable[[int, int], None] | None = None):
+         tell: Callable[[int, int], None] | None = None, room: tuple[np.ndarray, np.ndarray] | None = None):
     """One fill over ``sets`` (:func:`placement.parallel._kernels.fill`), in the calls of
     :func:`fill_stretches`; it stops (``counters[4] = 1``) past ``deadline`` (:func:`time.perf_counter`), read
     between calls and, in plain Python, within them; ``tell(done, count)`` hears after each call.
@@ -636,11 +639,19 @@ def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes
     (:func:`placement.parallel._kernels.evaluate`).
     ``descending``: each set's subsets in decreasing size (its last stage smallest first), for a pass whose
     value alone is read: small stages set low cell values early, which then bound the knapsacks of large
-    ones, but ties between plans may fall the other way."""
+    ones, but ties between plans may fall the other way.
+    Returns the table, the (set, pair) of each finite cell's last stage (``int32``: sets and pairs stay below
+    2^31, as the table's cells do) and the counters. ``room``: the table and parents of a pass no longer read,
+    filled in place where they have this pass's shape (the fill sets every cell of a set before reading it, and
+    reads parents only where the cell is finite): a second table of the same size is neither allocated nor
+    touched for the first time, which costs more than the fill of a sparse one."""
     count = len(sets.size)
     by_size = np.argsort(sets.size, kind="stable").astype(np.int64)
-    dp = np.full((count, codes.count, width), np.inf)
-    parent = np.full((2, count, codes.count, width), -1, dtype=np.int64)
+    shape = (count, codes.count, width)
+    if room is not None and room[0].shape == shape:   # every cell the fill reads, it sets first
+        dp, parent = room
+    else:
+        dp, parent = np.empty(shape), np.empty((2, *shape), dtype=np.int32)
     counters = np.zeros(5, dtype=np.int64)
     digits = codes.digits()
     rising = mode != "greedy" and bool((tables.mem_a >= 0).all())   # exact stage values rise with y
@@ -672,8 +683,7 @@ def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes
         if hi < count and time.perf_counter() > deadline:
             counters[4] = 1
             break
-    par_set, par_q = parent
-    return dp, par_set, par_q, counters
+    return dp, parent, counters
 
 
 def _kinds(types: DeviceTypes, fit: WrittenFit | None) -> np.ndarray:
