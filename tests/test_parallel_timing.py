@@ -500,3 +500,29 @@ def test_solve_takes_the_forward_share_of_a_piper_solve():
     with pytest.raises(InvalidParameterError, match=r"^forward_share applies to Piper instances only \(data- and "
                                                     r"tensor-parallel stages\)$"):
         placement.solve(Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json", forward_share=0.5)
+
+
+def test_the_layout_stops_at_its_deadline(monkeypatch):
+    """Two stages of one replica, GPipe, m = 4: 16 tasks, laid out 4 at a time under a deadline. The clock, read
+    before each rank's orders (0, 1) and before each slice (2, 3, 4), passes the deadline 3.5 with 8 of the
+    16 tasks timed: the layout stops there, where it ran to the end whatever the deadline. A deadline that
+    does not pass changes nothing: the same 31 as without one."""
+    from placement.errors import LimitExceededError
+    from placement.parallel import timing
+
+    stages = [StageTimes(1.0, 2.0, 1, 0.0, (), (1,)), StageTimes(3.0, 4.0, 1, 0.0, (0,), ())]
+    value = batch_time(stages, 4, "gpipe")
+    ticks = iter(range(100))
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            return float(next(ticks))
+
+    monkeypatch.setattr(timing, "time", Clock, raising=False)
+    monkeypatch.setattr(timing, "SLICE_TASKS", (4, 4), raising=False)
+    with pytest.raises(LimitExceededError) as info:
+        batch_time(stages, 4, "gpipe", deadline=3.5)
+    assert str(info.value) == "the time limit ran out while the batch was laid out (8 of 16 tasks timed)"
+    assert info.value.parameter == "time_limit"
+    assert batch_time(stages, 4, "gpipe", deadline=1e9) == value == 31.0

@@ -370,7 +370,7 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
                 doubts = stats.setdefault("doubts", {})
                 doubts[outcome.stats["doubt"]] = doubts.get(outcome.stats["doubt"], 0) + 1
         bounds.append(max(bound, outcome.bound))
-    return _answer(instance, best, bounds, devices, memory, v, started, stats)
+    return _answer(instance, best, bounds, devices, memory, v, started, stats, deadline)
 
 
 def _refined_shape(instance: PiperInstance, shape: Shape, memory: float, outcome: ShapeOutcome, value: float,
@@ -452,8 +452,9 @@ def _narrowed_shape(instance: PiperInstance, shape: Shape, memory: float, device
 
 
 def _answer(instance: PiperInstance, best, bounds: list[float], devices: int, memory: float, v: int,
-            started: float, stats: dict[str, Any]) -> ParallelResult:
-    """The verified result: the best plan, the least bound of what is left open, the status."""
+            started: float, stats: dict[str, Any], deadline: float = math.inf) -> ParallelResult:
+    """The verified result: the best plan, the least bound of what is left open, the status; the plan's time
+    per batch within ``deadline`` (:func:`time.perf_counter`), else marked not computed."""
     from placement.verification.parallel_interleaved import evaluate_interleaved
 
     proven = min(bounds, default=math.inf)
@@ -477,8 +478,8 @@ def _answer(instance: PiperInstance, best, bounds: list[float], devices: int, me
     optimal = value - bound <= OPTIMALITY_TOLERANCE * value
     stats.update(groups=shape.groups, d=shape.d, t=shape.t)
     try:   # before the runtime is read: the call's work counts it
-        batch = interleaved_time_per_batch(instance, plan)
-    except LimitExceededError as exc:   # a batch too long to lay out as a task graph: the plan stands without it
+        batch = interleaved_time_per_batch(instance, plan, deadline)
+    except LimitExceededError as exc:   # a batch too long to lay out, or the time limit: the plan stands without it
         batch = None
         stats["time_per_batch"] = f"not computed: {exc}"
     return ParallelResult(Status.OPTIMAL if optimal else Status.FEASIBLE, plan, evaluation.value, bound, devices,
@@ -521,12 +522,13 @@ def handoff(instance: PiperInstance, plan: ParallelPlan) -> dict[str, Any]:
     return config
 
 
-def interleaved_time_per_batch(instance: PiperInstance, plan: ParallelPlan) -> float:
+def interleaved_time_per_batch(instance: PiperInstance, plan: ParallelPlan, deadline: float = math.inf) -> float:
     """The plan's time per batch under the interleaved order: the longest path of its task graph
-    (:func:`placement.parallel.timing.time_per_batch`, Piper's all-reduce, forward share 1/3)."""
+    (:func:`placement.parallel.timing.time_per_batch`, Piper's all-reduce, forward share 1/3), laid out by
+    ``deadline`` (:func:`time.perf_counter`) or refused (:class:`~placement.errors.LimitExceededError`)."""
     from placement.parallel.timing import time_per_batch
 
-    return time_per_batch(instance, plan, INTERLEAVED, chunks=plan.chunks)
+    return time_per_batch(instance, plan, INTERLEAVED, chunks=plan.chunks, deadline=deadline)
 
 
 def topological_order(instance: PiperInstance) -> list[int]:

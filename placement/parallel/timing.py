@@ -53,13 +53,14 @@ time per sample (with ``β = 2``). Hence ``T(plan) ≥ m · max_k TPS_k``.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
 
-from placement.errors import InvalidParameterError, InvalidPlanError
+from placement.errors import InvalidParameterError, InvalidPlanError, LimitExceededError
 from placement.parallel.schedules import in_flight
 from placement.parameters import number
 from placement.wording import counted
@@ -73,6 +74,9 @@ ALLREDUCE_MODELS = {PIPER: 2.0, RING: 1.0}
 SCHEDULES = ("gpipe", "1f1b", "piper", "interleaved")
 #: task graphs up to this many tasks are evaluated in plain Python (no numba compilation)
 INTERPRETED_TASKS = 20_000
+#: under a deadline, the tasks the longest path times between two readings of the clock: plain Python, compiled
+#: (some hundredths of a second each)
+SLICE_TASKS = (5_000, 1_000_000)
 
 
 @dataclass(frozen=True)
@@ -156,27 +160,41 @@ def _device(instance: Any, stage: Any, k: int) -> tuple[float, float]:
 
 def time_per_batch(instance: Any, plan: Any, schedule: str | None = None, *, chunks: int | None = None,
                    microbatches: int | None = None, forward_share: float = FORWARD_SHARE,
-                   allreduce: str = PIPER) -> float:
+                   allreduce: str = PIPER, deadline: float = math.inf) -> float:
     """The exact time per batch of ``plan`` on ``instance`` under ``schedule`` and ``chunks`` (default the
-    plan's, else ``1f1b`` and 1); ``microbatches`` default the instance's ``mbsInBatch`` (module docstring)."""
+    plan's, else ``1f1b`` and 1); ``microbatches`` default the instance's ``mbsInBatch`` (module docstring);
+    ``deadline``: :func:`batch_time`'s."""
     m = instance.microbatches_in_batch if microbatches is None else microbatches
     return batch_time(stage_times(instance, plan, forward_share=forward_share), m,
                       schedule if schedule is not None else getattr(plan, "schedule", "1f1b"),
-                      chunks=chunks if chunks is not None else getattr(plan, "chunks", 1), allreduce=allreduce)
+                      chunks=chunks if chunks is not None else getattr(plan, "chunks", 1), allreduce=allreduce,
+                      deadline=deadline)
 
 
 def batch_time(stages: Sequence[StageTimes], microbatches: int, schedule: str, *, chunks: int = 1,
-               allreduce: str = PIPER) -> float:
+               allreduce: str = PIPER, deadline: float = math.inf) -> float:
     """The longest path of the task graph of one batch of ``microbatches`` through ``stages`` under
     ``schedule`` (``gpipe``, ``1f1b``, ``piper`` = the 1F1B order, ``interleaved`` with ``chunks ≥ 2``);
-    module docstring."""
-    graph = _graph(stages, microbatches, schedule, chunks, allreduce)
-    ends = _longest_path(*graph[:5])
+    module docstring. Past ``deadline`` (a :func:`time.perf_counter` value, read between the ranks' orders and
+    between slices of the longest path) it stops with :class:`~placement.errors.LimitExceededError`, saying how
+    many of the tasks it had timed; where the compiled kernel would have to be compiled first (seconds that
+    cannot be cut short), a deadline runs the path in plain Python instead."""
+    graph = _graph(stages, microbatches, schedule, chunks, allreduce, deadline)
+    ends = _longest_path(*graph[:5], deadline=deadline)
     return _with_allreduce(ends, *graph[5:])
 
 
-def _graph(stages: Sequence[StageTimes], m: int, schedule: str, chunks: int, allreduce: str):
-    """Task lengths, per-task inputs (CSR), per-replica orders (CSR) and each rank's ring."""
+def _on_time(deadline: float, done: int, tasks: int) -> None:
+    """Refuse to go on past ``deadline`` (:func:`time.perf_counter`), with ``done`` of the ``tasks`` timed."""
+    if time.perf_counter() > deadline:
+        raise LimitExceededError(f"the time limit ran out while the batch was laid out ({done:,} of "
+                                 f"{tasks:,} tasks timed)", "time_limit")
+
+
+def _graph(stages: Sequence[StageTimes], m: int, schedule: str, chunks: int, allreduce: str,
+           deadline: float = math.inf):
+    """Task lengths, per-task inputs (CSR), per-replica orders (CSR) and each rank's ring; past ``deadline``
+    (read before each rank's orders), :class:`~placement.errors.LimitExceededError`."""
     if schedule not in SCHEDULES:
         raise InvalidParameterError("schedule", f"must be one of {', '.join(map(repr, SCHEDULES))}, not {schedule!r}")
     if allreduce not in ALLREDUCE_MODELS:
@@ -220,6 +238,7 @@ def _graph(stages: Sequence[StageTimes], m: int, schedule: str, chunks: int, all
     ring = []
     degrees = [s.d for s in stages[:p]]
     for rank in range(p):
+        _on_time(deadline, 0, 2 * count * m)
         d = degrees[rank]
         n = m // d
         if interleaving:
@@ -296,21 +315,17 @@ def _interleaved(n: int, p: int, v: int, rank: int):
     return kinds, chunks_out, local[step]
 
 
-def longest_path(length, succ_ptr, succ_idx, waiting):
-    """End time of every task of a DAG: each starts at the latest end of its predecessors (0 without any);
-    ``succ_idx[succ_ptr[t]:succ_ptr[t + 1]]`` are the successors of ``t`` and ``waiting[t]`` the number of its
-    predecessors (consumed). ``-1`` everywhere when the graph has a cycle (the orders deadlock)."""
-    tasks = length.shape[0]
-    end = np.full(tasks, -1.0)
-    start = np.zeros(tasks)
-    stack = np.empty(tasks, dtype=np.int64)
-    top = 0
-    for t in range(tasks):
-        if waiting[t] == 0:
-            stack[top] = t
-            top += 1
-    done = 0
-    while top > 0:
+def longest_path(length, succ_ptr, succ_idx, waiting, start, end, stack, state, budget):
+    """Time up to ``budget`` more tasks of a DAG: each starts at the latest end of its predecessors (0 without
+    any, ``start``) and ends ``length`` later (``end``); ``succ_idx[succ_ptr[t]:succ_ptr[t + 1]]`` are the
+    successors of ``t`` and ``waiting[t]`` the number of its predecessors not timed yet (consumed).
+    ``stack[:state[0]]`` holds the tasks whose predecessors are all timed and ``state[1]`` counts the tasks
+    timed: a call goes on where the last one stopped. The stack empties when every task is timed, or earlier
+    where the graph has a cycle (the orders deadlock)."""
+    top = state[0]
+    done = state[1]
+    stop = done + budget
+    while top > 0 and done < stop:
         top -= 1
         t = stack[top]
         end[t] = start[t] + length[t]
@@ -323,13 +338,14 @@ def longest_path(length, succ_ptr, succ_idx, waiting):
             if waiting[s] == 0:
                 stack[top] = s
                 top += 1
-    if done < tasks:
-        end[:] = -1.0
-    return end
+    state[0] = top
+    state[1] = done
 
 
-def _longest_path(length, in_ptr, in_idx, order_ptr, order_idx) -> np.ndarray:
-    """:func:`longest_path` of the graph whose edges are each task's inputs and each replica's order."""
+def _longest_path(length, in_ptr, in_idx, order_ptr, order_idx, deadline: float = math.inf) -> np.ndarray:
+    """The end of every task of the graph whose edges are each task's inputs and each replica's order
+    (:func:`longest_path`); past ``deadline``, read between slices of :data:`SLICE_TASKS` tasks,
+    :class:`~placement.errors.LimitExceededError`."""
     tasks = length.shape[0]
     firsts = np.zeros(order_idx.shape[0], dtype=bool)
     firsts[order_ptr[:-1]] = True                       # the first task of each replica has no order predecessor
@@ -339,9 +355,24 @@ def _longest_path(length, in_ptr, in_idx, order_ptr, order_idx) -> np.ndarray:
     succ_ptr = np.zeros(tasks + 1, dtype=np.int64)
     succ_ptr[1:] = np.cumsum(np.bincount(src, minlength=tasks))
     waiting = np.bincount(dst, minlength=tasks).astype(np.int64)
-    kernel = longest_path if tasks <= INTERPRETED_TASKS else _compiled()
-    ends = kernel(length, succ_ptr, dst[by_source].astype(np.int64), waiting)
-    if ends.size and ends[0] < 0:
+    succ_idx = dst[by_source].astype(np.int64)
+    limited = deadline < math.inf
+    plain = tasks <= INTERPRETED_TASKS
+    if not plain and limited:   # a compilation of some seconds would run past the deadline, whatever it is
+        from placement.kernels import is_cached
+
+        plain = not is_cached(_compiled())
+    kernel = longest_path if plain else _compiled()
+    budget = SLICE_TASKS[0 if plain else 1] if limited else tasks
+    ready = np.flatnonzero(waiting == 0)
+    stack = np.empty(tasks, dtype=np.int64)
+    stack[:ready.shape[0]] = ready
+    state = np.array([ready.shape[0], 0], dtype=np.int64)
+    start, ends = np.zeros(tasks), np.full(tasks, -1.0)
+    while state[0] > 0:
+        _on_time(deadline, int(state[1]), tasks)
+        kernel(length, succ_ptr, succ_idx, waiting, start, ends, stack, state, budget)
+    if state[1] < tasks:
         raise InvalidParameterError("schedule", "the schedule's order deadlocks on this plan")
     return ends
 
