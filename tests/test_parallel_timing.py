@@ -526,3 +526,27 @@ def test_the_layout_stops_at_its_deadline(monkeypatch):
     assert str(info.value) == "the time limit ran out while the batch was laid out (8 of 16 tasks timed)"
     assert info.value.parameter == "time_limit"
     assert batch_time(stages, 4, "gpipe", deadline=1e9) == value == 31.0
+
+
+def test_the_time_per_batch_of_a_dp_plan_is_laid_out_within_the_time_limit(monkeypatch):
+    """With time_limit the DP stops at the deadline, but its plan's time per batch was then laid out whatever the
+    time left (gnmt with 131,072 micro-batches, 1F1B, time_limit=1: 524,288 tasks). Here the layout's clock reads
+    past the deadline: the plan stands, its time per batch not computed; without a time limit it is computed."""
+    import time as real
+
+    from placement.parallel import timing
+    from tests.test_parallel import chain as hand_chain, tmpc
+
+    class Late:
+        @staticmethod
+        def perf_counter():
+            return real.perf_counter() + 1e6
+
+    monkeypatch.setattr(timing, "time", Late, raising=False)
+    inst = hand_chain([{1: (tmpc("v", 4, 2),)}, {1: (tmpc("v", 2, 2),)}], cost=1.0, devices=3, microbatches=4)
+    limited = placement.solve(inst, schedule="1f1b", time_limit=5)
+    assert (str(limited.status), limited.value, limited.time_per_batch) == ("optimal", 4.0, None)
+    assert limited.stats["time_per_batch"] == ("not computed: the time limit ran out while the batch was laid out "
+                                               "(0 of 16 tasks timed)")
+    unlimited = placement.solve(inst, schedule="1f1b")
+    assert unlimited.plan == limited.plan and unlimited.time_per_batch is not None

@@ -163,10 +163,11 @@ def _solved(instance: PiperInstance, *, devices: int | dict[str, int] | str | No
         batch = None
         if plan is not None:
             try:
-                batch = time_per_batch(instance, plan, schedule, forward_share=forward_share)
+                batch = time_per_batch(instance, plan, schedule, forward_share=forward_share,
+                                       deadline=math.inf if deadline is None else deadline)
             except InvalidParameterError as exc:   # the schedule's order deadlocks: no time per batch to report
                 found.stats["time_per_batch"] = str(exc)
-            except LimitExceededError as exc:      # a batch too long to lay out as a task graph
+            except LimitExceededError as exc:      # a batch too long to lay out as a task graph, or the time limit
                 found.stats["time_per_batch"] = f"not computed: {exc}"
         return ParallelResult(status, plan, value, bound, devices, memory, schedule, evaluation, handoff,
                               time.perf_counter() - started, message, found.stats, batch_time=batch)
