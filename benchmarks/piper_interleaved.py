@@ -14,9 +14,10 @@ batch against the planner's (the exact max-plus evaluation of the interleaved or
 0.1%). The 1F1B plans' time per batch is the same exact evaluation of their order.
 
 Columns: ``value`` the largest group time per sample, ``bound``/``gap`` what is proven, ``batch``
-the time per batch, ``1f1b`` the 1F1B optimum's time per sample and batch, ``batch ratio`` =
-interleaved / 1F1B time per batch, ``mem rel``/``tps rel``/``batch rel`` the simulator's
-differences. Writes ``benchmarks/results/piper_interleaved.json`` (or ``--json``), with the machine.
+the time per batch (laid out after the solve where its time limit left it not computed), ``1f1b`` the
+1F1B optimum's time per sample and batch, ``batch ratio`` = interleaved / 1F1B time per batch, ``mem rel``/``tps
+rel``/``batch rel`` the simulator's differences. Writes ``benchmarks/results/piper_interleaved.json`` (or
+``--json``), with the machine.
 
     python benchmarks/piper_interleaved.py [--time-limit 8] [--json benchmarks/results/piper_interleaved.json]
 """
@@ -34,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import placement  # noqa: E402
-from placement.parallel.interleaved import DEFAULT_TIME_LIMIT  # noqa: E402
+from placement.parallel.interleaved import DEFAULT_TIME_LIMIT, interleaved_time_per_batch  # noqa: E402
 from placement.report.table import cell, format_table  # noqa: E402
 from placement.simulation.parallel import simulate_parallel  # noqa: E402
 
@@ -55,15 +56,16 @@ def relative(a: float, b: float) -> float:
     return abs(a - b) / max(abs(b), 1e-300)
 
 
-def simulate(instance, result) -> dict:
-    """The simulator's figures of an interleaved result, and their largest differences from the model's."""
+def simulate(instance, result, batch: float) -> dict:
+    """The simulator's figures of an interleaved result, and their largest differences from the model's
+    (``batch``: the plan's time per batch)."""
     sim = simulate_parallel(instance, result.plan, allreduce="piper")
     memory = [[ev.memory, sim.peak_memory(k)] for k, ev in enumerate(result.evaluation.stages)]
     return {"memory_rel": max(relative(s, m) for m, s in memory), "memory": memory,
             "simulated_time_per_sample": sim.time_per_sample,
             "time_per_sample_rel": relative(sim.time_per_sample, result.value),
             "simulated_time_per_batch": sim.time_per_batch,
-            "time_per_batch_rel": relative(sim.time_per_batch, result.time_per_batch)}
+            "time_per_batch_rel": relative(sim.time_per_batch, batch)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,24 +91,27 @@ def main(argv: list[str] | None = None) -> int:
             result = placement.solve(instance, devices=devices, memory=memory, schedule="interleaved", chunks=v,
                                      time_limit=args.time_limit)
             seconds = time.perf_counter() - started
+            batch = result.time_per_batch
+            if result.plan is not None and batch is None:   # past the time limit: laid out here, not timed
+                batch = interleaved_time_per_batch(instance, result.plan)
             record = {"instance": name, "devices": devices, "memory": memory, "chunks": v,
                       "status": str(result.status), "value": result.value, "bound": result.bound,
-                      "gap": result.gap, "time_per_batch": result.time_per_batch, "solve_s": seconds,
+                      "gap": result.gap, "time_per_batch": batch, "solve_s": seconds,
                       "stats": {k: x for k, x in result.stats.items() if isinstance(x, (int, float, str))},
                       "baseline_1f1b": {"status": str(base.status), "value": base.value,
                                         "time_per_batch": base.time_per_batch},
                       "plan": None if result.plan is None else result.plan.to_json()}
             if result.plan is not None:
-                record |= simulate(instance, result)
+                record |= simulate(instance, result, batch)
             records.append(record)
-            ratio = (result.time_per_batch / base.time_per_batch
+            ratio = (batch / base.time_per_batch
                      if result.plan is not None and base.plan is not None else None)
             record["batch_ratio"] = ratio
             shape = "-" if result.plan is None else \
                 f"{len(result.plan.stages) // v},{result.plan.stages[0].d},{result.plan.stages[0].t}"
             rows.append([name, str(devices), "-" if memory is None else f"{memory / GIB:g}", str(v),
                          str(result.status), shape, cell(result.value),
-                         "-" if result.gap is None else f"{result.gap:.1e}", cell(result.time_per_batch),
+                         "-" if result.gap is None else f"{result.gap:.1e}", cell(batch),
                          f"{seconds:.2f}", cell(base.value), cell(base.time_per_batch),
                          "-" if ratio is None else f"{ratio:.3f}",
                          *([f"{record['memory_rel']:.1e}", f"{record['time_per_sample_rel']:.1e}",

@@ -137,7 +137,9 @@ def test_the_time_per_batch_is_laid_out_within_the_time_limit(monkeypatch):
     """The plan's time per batch (a longest path over every task of the batch) was laid out after the search
     whatever time was left: with time_limit=0.5 the published ResNet (7,680 micro-batches, 61,440 tasks) returned
     after 2.7 s, 1 s of it the layout (4.4 s where its kernel was compiled first). Here the layout's clock reads
-    past the deadline: the plan stands with its time per batch not computed, as a batch too long to lay out."""
+    past the deadline: the plan stands with its time per batch not computed, as a batch too long to lay out.
+    2,048 micro-batches of 4 virtual stages make 16,384 tasks, more than a batch laid out whatever the deadline;
+    the plan and its value are those of any m: [01][2][3][4], 8."""
     import time as real
 
     from placement.parallel import timing
@@ -148,11 +150,13 @@ def test_the_time_per_batch_is_laid_out_within_the_time_limit(monkeypatch):
             return real.perf_counter() + 1e6
 
     monkeypatch.setattr(timing, "time", Late, raising=False)
-    result = solve_interleaved(chain([1, 2, 3, 4, 5]), chunks=2, time_limit=5)
+    result = solve_interleaved(chain([1, 2, 3, 4, 5], m=2 ** 11), chunks=2, time_limit=5)
     assert (result.status, result.value, result.batch_time) == (Status.OPTIMAL, 8.0, None)
     assert result.stats["time_per_batch"] == ("not computed: the time limit ran out while the batch was laid out "
-                                              "(0 of 16 tasks timed)")
+                                              "(0 of 16,384 tasks timed)")
     assert result.to_json()["timePerBatch"] is None
+    small = solve_interleaved(chain([1, 2, 3, 4, 5]), chunks=2, time_limit=5)   # 16 tasks: laid out all the same
+    assert (small.status, small.value, small.batch_time) == (Status.OPTIMAL, 8.0, 20.0)
 
 
 def test_a_batch_too_long_to_lay_out_still_gets_its_interleaved_plan():

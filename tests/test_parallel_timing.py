@@ -531,7 +531,9 @@ def test_the_layout_stops_at_its_deadline(monkeypatch):
 def test_the_time_per_batch_of_a_dp_plan_is_laid_out_within_the_time_limit(monkeypatch):
     """With time_limit the DP stops at the deadline, but its plan's time per batch was then laid out whatever the
     time left (gnmt with 131,072 micro-batches, 1F1B, time_limit=1: 524,288 tasks). Here the layout's clock reads
-    past the deadline: the plan stands, its time per batch not computed; without a time limit it is computed."""
+    past the deadline: the plan stands, its time per batch not computed; without a time limit it is computed.
+    The plan, one stage, makes 8,192 tasks of its 4,096 micro-batches: more than a batch laid out whatever the
+    deadline."""
     import time as real
 
     from placement.parallel import timing
@@ -543,10 +545,22 @@ def test_the_time_per_batch_of_a_dp_plan_is_laid_out_within_the_time_limit(monke
             return real.perf_counter() + 1e6
 
     monkeypatch.setattr(timing, "time", Late, raising=False)
-    inst = hand_chain([{1: (tmpc("v", 4, 2),)}, {1: (tmpc("v", 2, 2),)}], cost=1.0, devices=3, microbatches=4)
+    inst = hand_chain([{1: (tmpc("v", 4, 2),)}, {1: (tmpc("v", 2, 2),)}], cost=1.0, devices=3, microbatches=4096)
     limited = placement.solve(inst, schedule="1f1b", time_limit=5)
-    assert (str(limited.status), limited.value, limited.time_per_batch) == ("optimal", 4.0, None)
-    assert limited.stats["time_per_batch"] == ("not computed: the time limit ran out while the batch was laid out "
-                                               "(0 of 16 tasks timed)")
+    assert (str(limited.status), limited.time_per_batch) == ("optimal", None)
+    assert len(limited.plan.stages) == 1 and limited.stats["time_per_batch"] == (
+        "not computed: the time limit ran out while the batch was laid out (0 of 8,192 tasks timed)")
     unlimited = placement.solve(inst, schedule="1f1b")
     assert unlimited.plan == limited.plan and unlimited.time_per_batch is not None
+
+
+def test_a_batch_of_one_slice_is_laid_out_whatever_the_deadline():
+    """A batch of at most one plain slice of the longest path (5,000 tasks: some hundredths of a second) is laid
+    out past the deadline too; one task more and it is refused there."""
+    from placement.errors import LimitExceededError
+
+    stages = [StageTimes(1.0, 2.0, 1, 0.0, (), (1,)), StageTimes(3.0, 4.0, 1, 0.0, (0,), ())]
+    assert batch_time(stages, 1250, "gpipe", deadline=-math.inf) == batch_time(stages, 1250, "gpipe")
+    with pytest.raises(LimitExceededError) as info:
+        batch_time(stages, 1251, "gpipe", deadline=-math.inf)
+    assert str(info.value) == "the time limit ran out while the batch was laid out (0 of 5,004 tasks timed)"

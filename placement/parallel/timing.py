@@ -175,10 +175,13 @@ def batch_time(stages: Sequence[StageTimes], microbatches: int, schedule: str, *
                allreduce: str = PIPER, deadline: float = math.inf) -> float:
     """The longest path of the task graph of one batch of ``microbatches`` through ``stages`` under
     ``schedule`` (``gpipe``, ``1f1b``, ``piper`` = the 1F1B order, ``interleaved`` with ``chunks ≥ 2``);
-    module docstring. Past ``deadline`` (a :func:`time.perf_counter` value, read between the ranks' orders and
-    between slices of the longest path) it stops with :class:`~placement.errors.LimitExceededError`, saying how
+    module docstring. Past ``deadline`` (a :func:`time.perf_counter` value, read before each rank's orders and
+    each slice of the longest path) it stops with :class:`~placement.errors.LimitExceededError`, saying how
     many of the tasks it had timed; where the compiled kernel would have to be compiled first (seconds that
-    cannot be cut short), a deadline runs the path in plain Python instead."""
+    cannot be cut short), a deadline runs the path in plain Python instead. A batch of at most one plain slice
+    (:data:`SLICE_TASKS`: some hundredths of a second) is laid out whatever the deadline."""
+    if isinstance(microbatches, int) and 2 * len(stages) * microbatches <= SLICE_TASKS[0]:   # checked in _graph
+        deadline = math.inf
     graph = _graph(stages, microbatches, schedule, chunks, allreduce, deadline)
     ends = _longest_path(*graph[:5], deadline=deadline)
     return _with_allreduce(ends, *graph[5:])
