@@ -159,6 +159,41 @@ def test_the_time_per_batch_is_laid_out_within_the_time_limit(monkeypatch):
     assert (small.status, small.value, small.batch_time) == (Status.OPTIMAL, 8.0, 20.0)
 
 
+@pytest.mark.parametrize("overrun, layout_by", [(0.0, 5.0), (50.0, 52.0)], ids=["on time", "past the limit"])
+def test_the_search_leaves_the_layout_its_share_of_the_time_limit(monkeypatch, overrun, layout_by):
+    """The search used the whole time_limit, and the layout of the plan's time per batch, held to the same
+    deadline, then had no time left: most time-limited solves lost their time per batch. The search now stops at
+    90% of the limit (5 s: at 4.5 s) and the layout may run to the limit, or, where the search ran past it (here
+    by a chain DP that takes ``overrun`` seconds of a clock that stands still otherwise), for max(10% of the
+    limit, 2 s) = 2 s from its start."""
+    from placement.parallel import interleaved, interleaved_chain
+
+    clock = [0.0]
+    searched, deadlines = [], []
+    chain_dp, layout = interleaved_chain.solve_chain, interleaved.interleaved_time_per_batch
+
+    def slow_chain(*args, **kwargs):
+        searched.append(kwargs["time_limit"])
+        clock[0] += overrun
+        return chain_dp(*args, **kwargs)
+
+    def timed(instance, plan, deadline):
+        deadlines.append(deadline)
+        return layout(instance, plan)
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            return clock[0]
+
+    monkeypatch.setattr(interleaved, "time", Clock)
+    monkeypatch.setattr(interleaved_chain, "solve_chain", slow_chain)
+    monkeypatch.setattr(interleaved, "interleaved_time_per_batch", timed)
+    result = solve_interleaved(chain([1, 2, 3, 4, 5]), chunks=2, time_limit=5)
+    assert searched[0] == pytest.approx(4.5)   # the one shape of two groups gets all of the search's 4.5 s
+    assert deadlines == [pytest.approx(layout_by)] and result.batch_time is not None
+
+
 def test_a_batch_too_long_to_lay_out_still_gets_its_interleaved_plan():
     """2^21 micro-batches of 4 virtual stages make 2^24 tasks, over the simulator's 2 GiB: the plan's time per
     batch cannot be computed, and the solve raised LimitExceededError for it, where the other schedules return

@@ -76,9 +76,16 @@ if TYPE_CHECKING:
     from placement.parallel.interleaved_cpsat import ShapeOutcome
 
 INTERLEAVED = "interleaved"
-#: the default limit on the search of an interleaved solve, seconds (with the final evaluation, simulation
-#: and model building past the deadline, a solve ends within about 10 s)
+#: the default time limit of an interleaved solve, seconds (its search takes all but LAYOUT_SHARE of it; with
+#: model building past the deadline, a solve ends within about 10 s)
 DEFAULT_TIME_LIMIT = 8.0
+#: the share of the time limit that the search leaves to the plan's time per batch (a longest path over every
+#: task of the batch, laid out after the search: a few hundredths of a second on the published instances, where
+#: a search that used the whole limit left it no time at all); the layout may run to the end of the limit, or, where
+#: the search ran past its part (a shape's model building reads no clock), for this share of the limit and at least
+#: LAYOUT_LEAST_S seconds (the first layout of a process loads its compiled kernel: about a second)
+LAYOUT_SHARE = 0.1
+LAYOUT_LEAST_S = 2.0
 #: relative gap between the proven bound and the evaluated value under which a plan is called optimal
 #: (the model's times are integers of about 2^31 units of its cutoff, which :func:`_refined_shape` brings to a
 #: plan's value: rounding then costs under 1e-7)
@@ -265,6 +272,7 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
         raise InvalidParameterError("devices", f"must be at least 2 under the interleaved schedule (2 device "
                                                f"groups), not {devices}{whence}")
     deadline = started + limit
+    searched_by = started + limit * (1 - LAYOUT_SHARE)
     every = shapes(instance, devices, v)
     floors = {t: boundary_floors(instance, t, max(s.groups * v for s in every if s.t == t))
               for t in {s.t for s in every}}
@@ -286,7 +294,7 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
     # two device groups first (fewest boundaries, and the chain DP settles them fast), then by bound
     candidates.sort(key=lambda pair: pair[1].groups != 2)
     for k, (bound, shape) in enumerate(candidates):
-        left = deadline - time.perf_counter()
+        left = searched_by - time.perf_counter()
         if best is not None and bound >= best[0] * (1 - OPTIMALITY_TOLERANCE):
             stats["pruned"] += 1
             bounds.append(bound)
@@ -344,7 +352,7 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
                                                                      memory=memory)
         if ev is not None and not ev.ok and outcome.status == "optimal" and outcome.stats.get("memory_rounded"):
             stats["narrowed"] = stats.get("narrowed", 0) + 1
-            outcome = _narrowed_shape(instance, shape, memory, devices, outcome, budget, deadline, progress)
+            outcome = _narrowed_shape(instance, shape, memory, devices, outcome, budget, searched_by, progress)
             if progress is not None:
                 shown, cut = "" if outcome.plan is None else f" {outcome.value:.6g}", outcome.stats.get("excluded", 0)
                 progress(f"S={shape.groups} d={shape.d} t={shape.t}: {outcome.status}{shown} on the memory rows "
@@ -355,7 +363,7 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
         if ev is not None and ev.ok and outcome.status == "optimal" and \
                 ev.value - outcome.bound > OPTIMALITY_TOLERANCE * ev.value:
             stats["refined"] = stats.get("refined", 0) + 1
-            outcome = _refined_shape(instance, shape, memory, outcome, ev.value, budget, deadline, progress)
+            outcome = _refined_shape(instance, shape, memory, outcome, ev.value, budget, searched_by, progress)
         fits = ev is None or ev.ok
         if ev is not None and ev.ok and (best is None or ev.value < best[0]):
             best = (ev.value, outcome.plan, shape)
@@ -370,7 +378,7 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
                 doubts = stats.setdefault("doubts", {})
                 doubts[outcome.stats["doubt"]] = doubts.get(outcome.stats["doubt"], 0) + 1
         bounds.append(max(bound, outcome.bound))
-    return _answer(instance, best, bounds, devices, memory, v, started, stats, deadline)
+    return _answer(instance, best, bounds, devices, memory, v, started, stats, (deadline, max(LAYOUT_SHARE * limit, LAYOUT_LEAST_S)))
 
 
 def _refined_shape(instance: PiperInstance, shape: Shape, memory: float, outcome: ShapeOutcome, value: float,
@@ -452,9 +460,10 @@ def _narrowed_shape(instance: PiperInstance, shape: Shape, memory: float, device
 
 
 def _answer(instance: PiperInstance, best, bounds: list[float], devices: int, memory: float, v: int,
-            started: float, stats: dict[str, Any], deadline: float = math.inf) -> ParallelResult:
+            started: float, stats: dict[str, Any], layout: tuple[float, float] = (math.inf, 0.0)) -> ParallelResult:
     """The verified result: the best plan, the least bound of what is left open, the status; the plan's time
-    per batch within ``deadline`` (:func:`time.perf_counter`), else marked not computed."""
+    per batch, laid out by ``layout = (deadline, seconds)``: the later of the deadline (:func:`time.perf_counter`)
+    and that many seconds from now, else marked not computed."""
     from placement.verification.parallel_interleaved import evaluate_interleaved
 
     proven = min(bounds, default=math.inf)
@@ -478,7 +487,7 @@ def _answer(instance: PiperInstance, best, bounds: list[float], devices: int, me
     optimal = value - bound <= OPTIMALITY_TOLERANCE * value
     stats.update(groups=shape.groups, d=shape.d, t=shape.t)
     try:   # before the runtime is read: the call's work counts it
-        batch = interleaved_time_per_batch(instance, plan, deadline)
+        batch = interleaved_time_per_batch(instance, plan, max(layout[0], time.perf_counter() + layout[1]))
     except LimitExceededError as exc:   # a batch too long to lay out, or the time limit: the plan stands without it
         batch = None
         stats["time_per_batch"] = f"not computed: {exc}"
