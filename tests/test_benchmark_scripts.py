@@ -26,6 +26,7 @@ TARNAWSKI = ROOT.parent / "shared" / "tarnawski"
 _PATH = list(sys.path)
 sys.path.insert(0, str(BENCHMARKS))   # the scripts import each other by name: only while they are imported
 import backward_split  # noqa: E402
+import codesign_exact  # noqa: E402
 import common  # noqa: E402
 import crosscheck  # noqa: E402
 import dp_throughput  # noqa: E402
@@ -514,6 +515,17 @@ def test_codesign_ppw_writes_where_told(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     document = json.loads(out.read_text())
     assert document["summary"]["rows"] == 1 and "cpu_model" in document["machine"]
+
+
+def test_codesign_exact_agrees_with_its_check_to_the_last_digits(tmp_path):
+    # the two methods reach the same optimum by sums taken in another order: 214.83299036780946 against
+    # 214.83299036780937 on one chip was DIFFERENT, and the run exited with status 1
+    assert codesign_exact.agree(214.83299036780946, 214.83299036780937) and codesign_exact.agree(None, None)
+    assert not codesign_exact.agree(214.833, 214.834) and not codesign_exact.agree(214.833, None)
+    out = tmp_path / "exact.json"
+    done = run("codesign_exact.py", "--chips", "1", "--repeat", "1", "--json", str(out))
+    assert done.returncode == 0 and "DIFFERENT" not in done.stdout, done.stdout + done.stderr[-2000:]
+    assert [row["equal"] for row in json.loads(out.read_text())["rows"]] == [True] * 4
 
 
 # ------------------------------------------------------------------------------------------------
