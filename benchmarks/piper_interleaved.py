@@ -1,6 +1,7 @@
 """Interleaved 1F1B plans (v chunks per device group) on the published Piper instances, against 1F1B.
 
-Settings: each instance of ``../shared/piper`` at 8 and 16 devices (its own memory); bert32a100 at
+Settings: each instance of ``../shared/piper`` (or ``--shared``; one absent is skipped, and with none of
+them the run is refused, one error line and exit status 2) at 8 and 16 devices (its own memory); bert32a100 at
 32 devices with 8 GiB and resnet at 16 devices with 4 GiB (memory binding), each with ``v = 2`` and
 ``v = 4`` chunks per group (``placement.solve(..., schedule="interleaved", chunks=v)``, with the library's
 default search limit of 8 s unless ``--time-limit``),
@@ -19,7 +20,8 @@ the time per batch (laid out after the solve where its time limit left it not co
 rel``/``batch rel`` the simulator's differences. Writes ``benchmarks/results/piper_interleaved.json`` (or
 ``--json``), with the machine.
 
-    python benchmarks/piper_interleaved.py [--time-limit 8] [--json benchmarks/results/piper_interleaved.json]
+    python benchmarks/piper_interleaved.py [--time-limit 8] [--shared ../shared/piper]
+                                           [--json benchmarks/results/piper_interleaved.json]
 """
 
 from __future__ import annotations
@@ -51,6 +53,12 @@ SETTINGS = [(name, devices, None) for name in ("bert32a100", "gnmt", "resnet") f
 CHUNKS = (2, 4)
 
 
+def settings(shared: Path) -> list[tuple[str, int, int | None]]:
+    """The settings (instance, devices, memory bound in bytes or None for the file's) of the instances that
+    are in the folder ``shared``."""
+    return [setting for setting in SETTINGS if (shared / f"{setting[0]}.json").exists()]
+
+
 def relative(a: float, b: float) -> float:
     """``|a - b| / |b|``."""
     return abs(a - b) / max(abs(b), 1e-300)
@@ -73,18 +81,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-limit", type=positive_float, default=None,
                         help=f"seconds per interleaved solve (default: the library's, {DEFAULT_TIME_LIMIT:g})")
+    parser.add_argument("--shared", type=Path, default=SHARED,
+                        help="the folder of the Piper instances (default ../shared/piper)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "piper_interleaved.json")
     args = parser.parse_args(argv)
     if message := cannot_write({"--json": args.json}):
         return refuse(message)
-    if not SHARED.is_dir():
-        print(f"skipped: {SHARED} is absent")
-        return 0
+    if not (runs := settings(args.shared)):
+        return refuse(f"no Piper instances (bert32a100.json, gnmt.json, resnet.json) under {args.shared}")
     rows = [["instance", "devices", "GiB", "v", "status", "S,d,t", "value", "gap", "batch", "solve s", "1f1b value",
              "1f1b batch", "batch ratio", "mem rel", "tps rel", "batch rel"]]
     records = []
-    for name, devices, memory in SETTINGS:
-        instance = placement.load(SHARED / f"{name}.json")
+    for name, devices, memory in runs:
+        instance = placement.load(args.shared / f"{name}.json")
         base = placement.solve(instance, devices=devices, memory=memory, schedule="1f1b")
         for v in CHUNKS:
             started = time.perf_counter()

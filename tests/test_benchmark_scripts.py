@@ -34,6 +34,7 @@ import hypar as hypar_benchmark  # noqa: E402
 import layerpipe  # noqa: E402
 import milp as milp_benchmark  # noqa: E402
 import piper_first_run  # noqa: E402
+import piper_interleaved  # noqa: E402
 import reading  # noqa: E402
 import simulate as simulate_benchmark  # noqa: E402
 import time_limits  # noqa: E402
@@ -244,6 +245,18 @@ def test_piper_refuses_a_folder_without_instances(tmp_path):
     done = run("piper.py", "--shared", str(tmp_path), "--out", str(tmp_path / "out"))
     assert refused(done).startswith("error: no Piper instances")
     assert not (tmp_path / "out").exists()
+
+
+def test_piper_interleaved_refuses_a_folder_without_instances(tmp_path):
+    # without the instances it said "skipped" on standard output and exited 0, as if it had measured something
+    done = run("piper_interleaved.py", "--shared", str(tmp_path), "--json", str(tmp_path / "x.json"))
+    assert refused(done) == f"error: no Piper instances (bert32a100.json, gnmt.json, resnet.json) under {tmp_path}"
+    assert not (tmp_path / "x.json").exists() and done.stdout == ""
+
+
+def test_piper_interleaved_runs_the_settings_of_the_instances_there(tmp_path):
+    (tmp_path / "gnmt.json").write_text("{}")
+    assert piper_interleaved.settings(tmp_path) == [("gnmt", 8, None), ("gnmt", 16, None)]
 
 
 # ------------------------------------------------------------------------------------------------
