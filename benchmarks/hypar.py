@@ -6,8 +6,9 @@ each planner (elements, bytes) and the search time of each (best of ``--repeat``
 paper row compares VGG-A on 16 accelerators with the totals HyPar (HPCA 2019) reports.
 
 Part 2 solves every throughput instance of Tarnawski et al. (read from
-``../shared/tarnawski/throughput-inputs``; skipped when absent, or with ``--no-ledger``, keeping the
-JSON file's rows) with the DP and checks the
+``../shared/tarnawski/throughput-inputs``, or ``--instances``; skipped when the default folder is absent,
+or with ``--no-ledger``, keeping the JSON file's rows; ``--instances`` given and not a folder is refused
+before any work) with the DP and checks the
 communication ledger of the optimal plan against the communication the load model charged.
 Where they disagree, the column "mate costs" says whether every boundary node at fault is a
 backward node charged exactly its forward mate's transfer cost (the published training layer
@@ -150,13 +151,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-accelerators", type=integer_at_least(2), default=64)
     parser.add_argument("--repeat", type=positive_int, default=3,
                         help="time each planner as the best of this many runs")
-    parser.add_argument("--instances", type=Path, default=DEFAULT_INSTANCES)
+    parser.add_argument("--instances", type=Path, default=None,
+                        help="the throughput instances of part 2 (default ../shared/tarnawski/throughput-inputs)")
     parser.add_argument("--no-ledger", action="store_true",
                         help="skip part 2 (the ledger on the published instances; the JSON file's rows are kept)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "hypar.json")
     args = parser.parse_args(argv)
     if message := cannot_write({"--json": args.json}):
         return refuse(message)
+    if args.instances is not None and not args.instances.is_dir():
+        return refuse(f"--instances {args.instances}: no such folder")
+    instances = DEFAULT_INSTANCES if args.instances is None else args.instances
     types = partition_types(args.types)
 
     print(f"Part 1: bytes per training step (4 bytes per element, both sides of a pair), batch {args.batch}, "
@@ -171,10 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     ledger: list[dict] = []
     if not args.no_ledger:
         print("\nPart 2: the communication ledger of the DP's optimal plan on the published throughput instances\n")
-        if args.instances.is_dir():
-            ledger = ledger_rows(args.instances)
+        if instances.is_dir():
+            ledger = ledger_rows(instances)
         else:
-            print(f"no instances at {args.instances} (the published instances live in ../shared); skipped")
+            print(f"no instances at {instances} (the published instances live in ../shared); skipped")
     ledger = ledger or kept_table(args.json, "ledger")   # part 2 not run: the file's rows stay
     # part 1 at other accelerator counts, batches or types replaces their rows and keeps the file's others
     planners = merged_rows(args.json, rows, ("network", "accelerators", "batch", "types"), {"machine": machine()},

@@ -247,6 +247,14 @@ def test_piper_refuses_a_folder_without_instances(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_hypar_refuses_an_instances_folder_that_is_not_there(tmp_path):
+    # it planned every network, said "skipped" of the ledger and exited 0 on a mistyped --instances
+    missing, out = tmp_path / "missing", tmp_path / "x.json"
+    done = run("hypar.py", "--instances", str(missing), "--max-accelerators", "2", "--repeat", "1", "--json", str(out))
+    assert refused(done) == f"error: --instances {missing}: no such folder"
+    assert not out.exists() and done.stdout == ""
+
+
 def test_piper_interleaved_refuses_a_folder_without_instances(tmp_path):
     # without the instances it said "skipped" on standard output and exited 0, as if it had measured something
     done = run("piper_interleaved.py", "--shared", str(tmp_path), "--json", str(tmp_path / "x.json"))
