@@ -39,8 +39,8 @@ import placement
 from placement.report.table import format_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (cannot_write, machine, merged_rows, positive_float,  # noqa: E402  (beside this script)
-                    positive_int, refuse)
+from common import (cannot_write, machine, merged_rows, milp_unavailable,  # noqa: E402  (beside this script)
+                    positive_float, positive_int, refuse)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
@@ -135,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     paths = [p for p in found if args.match in p.name]
     if not paths:
         return refuse(f"no training graph matches --match {args.match!r} (of {', '.join(p.name for p in found)})")
+    if message := milp_unavailable():   # the unsplit optimum under the split model's memory and every variant
+        return refuse(message)
     rows: list[dict[str, Any]] = []
     settings = {"time_limit": args.time_limit, "machine": machine()}
     for path in paths:

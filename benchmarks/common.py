@@ -1,6 +1,6 @@
 """What the benchmark scripts share: argument types that refuse nonsense (the command line's own), the
-one-line refusal of a run that would measure nothing or could not write what it measured, and the
-description of the machine a timing was measured on."""
+one-line refusal of a run that would measure nothing, could not write what it measured or needs a MILP
+backend that cannot run here, and the description of the machine a timing was measured on."""
 
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from placement.cli.options import integer_at_least, positive_float, positive_int
+from placement.errors import SolverUnavailableError
 from placement.jsonfile import strict_json
+from placement.solvers.milp.backends import check_backend_available
 from placement.whole_file import probe_writable
 
-__all__ = ["integer_at_least", "positive_float", "positive_int", "refuse", "cannot_write", "cpu_model", "machine",
-           "merged_rows", "kept_table", "write_json"]
+__all__ = ["integer_at_least", "positive_float", "positive_int", "refuse", "cannot_write", "milp_unavailable",
+           "cpu_model", "machine", "merged_rows", "kept_table", "write_json"]
 
 CPUINFO = Path("/proc/cpuinfo")
 
@@ -47,6 +49,17 @@ def cannot_write(files: Mapping[str, str | Path | None], folders: Mapping[str, s
             _probe(Path(path), folder, parents)
         except OSError as exc:
             return f"{option} {path}: cannot write: {exc.strerror or exc}"
+    return None
+
+
+def milp_unavailable(backend: str = "cp-sat") -> str | None:
+    """Why the MILP backend ``backend`` (the library's default, CP-SAT) cannot run here, in the library's one
+    line (the backend, why, and what to install), or None where it can: checked before a run whose
+    measurements need it."""
+    try:
+        check_backend_available(backend)
+    except SolverUnavailableError as exc:
+        return str(exc)
     return None
 
 

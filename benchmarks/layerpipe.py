@@ -48,8 +48,8 @@ import placement  # noqa: E402
 from placement.report.table import format_table, percent  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (cannot_write, machine, merged_rows, positive_float,  # noqa: E402  (beside this script)
-                    positive_int, refuse)
+from common import (cannot_write, machine, merged_rows, milp_unavailable,  # noqa: E402  (beside this script)
+                    positive_float, positive_int, refuse)
 
 SHARED = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
 GRAPHS = {
@@ -399,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     graphs = {label: path for label, path in graphs.items() if path.exists()}
     if not graphs:
         return refuse("no graph to run: " + ("none of --only is found" if args.only else "no graph file is found"))
+    if message := milp_unavailable():   # the baseline and every variant are MILPs
+        return refuse(message)
     rows = []
     for label, path in graphs.items():
         rows += rows_for(label, path, args.accelerators, args.variants, args.time_limit, args.microbatches)

@@ -50,8 +50,8 @@ from placement.solvers.milp.warmstart import default_warm_start
 from placement.verification.latency import evaluate_latency
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (cannot_write, machine, merged_rows, positive_float,  # noqa: E402  (beside this script)
-                    positive_int, refuse)
+from common import (cannot_write, machine, merged_rows, milp_unavailable,  # noqa: E402  (beside this script)
+                    positive_float, positive_int, refuse)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "tarnawski"
@@ -222,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
                       else f"no instance files (*.json) under {root}")
     available = [name for name, ok, _ in backend_availability() if ok]
     backends = args.backends or [b for b in available if ":" not in b]
+    if not backends:   # none can run here: what the default backend lacks, and what to install
+        return refuse(milp_unavailable() or "no MILP backend can run here (see `placement info --solvers`)")
     missing = sorted(set(backends) - set(available))
     if missing:
         return refuse(f"backend(s) not available here: {', '.join(missing)} (see `placement info --solvers`)")

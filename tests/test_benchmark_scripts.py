@@ -45,9 +45,10 @@ sys.path[:] = _PATH
 SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("*.py") if p.name not in ("common.py", "torch_costs.py"))
 
 
-def run(script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    """``python benchmarks/SCRIPT ARGS...`` from the repository root."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def run(script: str, *args: str, timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python benchmarks/SCRIPT ARGS...`` from the repository root (in the environment ``env``, or this one
+    with the package on the path)."""
+    env = env or dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, str(BENCHMARKS / script), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -901,3 +902,37 @@ def test_piper_first_run_reads_a_relative_folder_from_the_callers_directory(tmp_
     assert done.returncode == 0, done.stderr[-2000:]
     (median,) = json.loads((tmp_path / "out" / "piper_first_run.json").read_text())["medians"]
     assert (median["instance"], median["devices"], median["exits"]) == ("resnet", 10, [0])
+
+
+# ------------------------------------------------------------------------------------------------
+# an optional extra that is not installed: one line saying what to install, or the part it serves skipped
+
+
+def without(tmp_path: Path, *packages: str) -> dict:
+    """The environment of a run whose Python cannot import ``packages``, as where their extras are not installed."""
+    stubs = tmp_path / "not-installed"
+    for name in packages:
+        (stubs / name).mkdir(parents=True)
+        (stubs / name / "__init__.py").write_text(
+            f"raise ModuleNotFoundError({f'No module named {name!r}'!r}, name={name!r})\n")
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(stubs), str(ROOT)]))
+
+
+NEEDS_MILP = [
+    ("layerpipe.py", ["--only", "gpt2-imported", "--accelerators", "2", "--time-limit", "1"], "--json", False),
+    ("backward_split.py", ["--match", "bert24", "--accelerators", "2", "--time-limit", "1"], "--out", True),
+    ("milp.py", ["--match", "bert24_inference", "--time-limit", "1"], "--json", True),
+]
+
+
+@pytest.mark.parametrize(("script", "args", "option", "published"), NEEDS_MILP, ids=[s for s, *_ in NEEDS_MILP])
+def test_a_run_that_needs_the_milp_says_what_to_install(tmp_path, script, args, option, published):
+    # layerpipe.py and backward_split.py stopped with the library's traceback; milp.py ran no backend, printed an
+    # empty table, wrote it and exited 0
+    if published:
+        needs_published()
+    out = tmp_path / "x.json"
+    done = run(script, *args, option, str(out), env=without(tmp_path, "ortools", "pulp"))
+    assert refused(done).startswith("error: MILP backend 'cp-sat' cannot run here: OR-Tools ")
+    assert refused(done).endswith("the MILP backends come with pip install 'placement[milp]'")
+    assert not out.exists() and done.stdout == ""
