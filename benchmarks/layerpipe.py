@@ -342,9 +342,13 @@ def summary(rows: list[dict]) -> list[str]:
     return lines
 
 
-def plot(rows: list[dict], path: Path) -> None:
-    """Speed-up over the baseline against accelerators, per graph and variant, with LayerPipe's figures; to ``path``."""
-    import matplotlib
+def plot(rows: list[dict], path: Path) -> str | None:
+    """Speed-up over the baseline against accelerators, per graph and variant, with LayerPipe's figures; to ``path``.
+    Where matplotlib (the ``plot`` extra) is not installed, nothing is drawn and the reason is returned."""
+    try:
+        import matplotlib
+    except ImportError:
+        return "matplotlib is not installed (pip install 'placement[plot]')"
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -373,6 +377,7 @@ def plot(rows: list[dict], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -417,8 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     for line in summary(rows):
         print(line)
-    if rows:
-        plot(rows, plot_path)
+    if rows and (why := plot(rows, plot_path)) is not None:
+        print(f"no plot: {why}", file=sys.stderr)
     return 0
 
 

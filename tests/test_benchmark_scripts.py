@@ -936,3 +936,17 @@ def test_a_run_that_needs_the_milp_says_what_to_install(tmp_path, script, args, 
     assert refused(done).startswith("error: MILP backend 'cp-sat' cannot run here: OR-Tools ")
     assert refused(done).endswith("the MILP backends come with pip install 'placement[milp]'")
     assert not out.exists() and done.stdout == ""
+
+
+def test_layerpipe_without_matplotlib_writes_its_json_and_says_the_plot_is_skipped(tmp_path, monkeypatch, capsys):
+    # it wrote the JSON, then stopped with a traceback where the plot imported matplotlib
+    pytest.importorskip("ortools")
+    monkeypatch.setattr(layerpipe, "GRAPHS", {"pair": ROOT / "instances" / "tiny" / "training-pair.json"})
+    monkeypatch.setitem(sys.modules, "matplotlib", None)   # import matplotlib raises ImportError
+    out = tmp_path / "lp.json"
+    assert layerpipe.main(["--accelerators", "2", "--variants", "any", "--time-limit", "5", "--microbatches", "8",
+                           "--json", str(out)]) == 0
+    assert [row["variant"] for row in json.loads(out.read_text())["rows"]] == ["home", "any"]
+    assert not out.with_suffix(".png").exists()
+    assert capsys.readouterr().err.strip().splitlines()[-1] == \
+        "no plot: matplotlib is not installed (pip install 'placement[plot]')"
