@@ -36,6 +36,7 @@ H100 time of the whole graph, the DP optimum and the operators per stage.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import statistics
@@ -47,6 +48,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import cannot_write, machine, positive_int, refuse  # noqa: E402  (beside this script)
+
+#: what the benchmark imports beyond the package (its models are those of the torch tests, which need them all)
+NEEDED = ("torch", "torch.distributed.pipelining", "onnx", "onnxscript", "pytest")
+
+
+def missing_module() -> str | None:
+    """The first module of :data:`NEEDED` that cannot be imported here, or None."""
+    for module in NEEDED:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return module
+    return None
+
+
+if __name__ == "__main__" and (missing := missing_module()) is not None:   # one line, before the imports fail
+    sys.exit(refuse(f"{missing} cannot be imported here; this benchmark needs torch, onnx, onnxscript and pytest: "
+                    "pip install 'placement[torch,onnx,test]'"))
 
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
@@ -57,9 +78,6 @@ from placement.io.torch_export import import_module, import_torch  # noqa: E402
 from placement.report.table import cell, format_table  # noqa: E402
 from tests.test_import_consistency import MLP, UNet  # noqa: E402
 from tests.test_torch_pipelining import TinyTransformer  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cannot_write, machine, positive_int, refuse  # noqa: E402  (beside this script)
 
 SOCKET_CORES = 64
 

@@ -950,3 +950,14 @@ def test_layerpipe_without_matplotlib_writes_its_json_and_says_the_plot_is_skipp
     assert not out.with_suffix(".png").exists()
     assert capsys.readouterr().err.strip().splitlines()[-1] == \
         "no plot: matplotlib is not installed (pip install 'placement[plot]')"
+
+
+@pytest.mark.parametrize("module", ["torch", "onnxscript"])
+def test_torch_costs_without_its_extras_says_what_to_install(tmp_path, module):
+    # it stopped with a traceback: ModuleNotFoundError for torch, pytest's Skipped for onnxscript (the models
+    # come from test modules that skip without it)
+    out = tmp_path / "x.json"
+    done = run("torch_costs.py", "--json", str(out), env=without(tmp_path, module))
+    assert refused(done) == (f"error: {module} cannot be imported here; this benchmark needs torch, onnx, "
+                             "onnxscript and pytest: pip install 'placement[torch,onnx,test]'")
+    assert not out.exists() and done.stdout == ""
