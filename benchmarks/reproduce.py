@@ -598,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = plan_runs(args)
     if not runs:
         if args.filter and plan_runs(argparse.Namespace(**{**vars(args), "filter": None})):
-            return refuse(f"no instance matches --filter {args.filter}")
+            return refuse(f"no {args.only + ' ' if args.only else ''}instance matches --filter {args.filter}")
         return refuse(f"no throughput-inputs/ or latency-inputs/ instances under {args.instances}"
                       + (f" for --only {args.only}" if args.only else ""))
     args.out.mkdir(parents=True, exist_ok=True)

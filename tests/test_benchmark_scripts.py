@@ -184,6 +184,19 @@ def test_reproduce_says_the_filter_matched_nothing(tmp_path):
     assert not out.exists()
 
 
+def test_reproduce_says_which_objective_the_filter_matched_nothing_of(tmp_path):
+    # with --only latency, a filter that names only a throughput instance said "no instance matches", of an
+    # instance that is there
+    instances, out = tiny_tarnawski(tmp_path / "tarnawski"), tmp_path / "out"
+    latency = instances / "latency-inputs" / "LayerGraphs"
+    latency.mkdir(parents=True)
+    shutil.copy(ROOT / "instances" / "tiny" / "chain4.json", latency / "other.json")
+    done = run("reproduce.py", "--instances", str(instances), "--out", str(out), "--only", "latency",
+               "--filter", "chain4")
+    assert refused(done) == "error: no latency instance matches --filter chain4"
+    assert not out.exists()
+
+
 MALFORMED_SUMMARIES = [
     ([1, 2], "a JSON list, not an object"),
     ({"settings": {}}, "no total_wall_s (a number)"),
