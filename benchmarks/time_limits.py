@@ -18,7 +18,9 @@ the time inside ``placement.solve`` (``runtime_s``) and the solver's own (``stat
                                      [--methods milp auto local-search] [--match LayerGraphs]
 
 A run whose process exits with a status other than 0 (or does not end within ten times the limit,
-at least 600 s) fails; the script then exits with status 1, as it does when a run is over.
+at least 600 s) fails; the script then exits with status 1, as it does when a run is over. Where the
+runs include MILPs (method ``milp``, and ``auto`` on the latency inputs) and no MILP backend can run
+here, the run is refused before any work, one line saying what to install.
 
 Writes ``benchmarks/results/time_limits.json`` (``--out``), with the machine: the run's rows replace those of
 the same instance, method, objective, class and limit, and the file's other rows are kept (``--fresh``: this
@@ -43,7 +45,8 @@ from pathlib import Path
 from placement.report.table import format_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cannot_write, machine, merged_rows, positive_float, refuse  # noqa: E402  (beside this script)
+from common import (cannot_write, machine, merged_rows, milp_unavailable,  # noqa: E402  (beside this script)
+                    positive_float, refuse)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "tarnawski"
@@ -156,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     if not selected:
         return refuse(f"no run: no published instance matches --match {args.match!r} for methods "
                       f"{', '.join(args.methods)}")
+    # method milp, and auto on the latency inputs, solve MILPs: without a backend every such run would fail
+    if any(method == "milp" or objective == "latency" for _, method, objective, _ in selected):
+        if message := milp_unavailable():
+            return refuse(message)
     rows = []
     for path, method, objective, contiguity in selected:
         row = measure(path, method, objective, contiguity, args.time_limit)

@@ -935,13 +935,16 @@ NEEDS_MILP = [
     ("layerpipe.py", ["--only", "gpt2-imported", "--accelerators", "2", "--time-limit", "1"], "--json", False),
     ("backward_split.py", ["--match", "bert24", "--accelerators", "2", "--time-limit", "1"], "--out", True),
     ("milp.py", ["--match", "bert24_inference", "--time-limit", "1"], "--json", True),
+    # auto solves the latency inputs with the MILP
+    ("time_limits.py", ["--match", "bert24_inference", "--methods", "auto", "--time-limit", "1"], "--out", True),
 ]
 
 
 @pytest.mark.parametrize(("script", "args", "option", "published"), NEEDS_MILP, ids=[s for s, *_ in NEEDS_MILP])
 def test_a_run_that_needs_the_milp_says_what_to_install(tmp_path, script, args, option, published):
     # layerpipe.py and backward_split.py stopped with the library's traceback; milp.py ran no backend, printed an
-    # empty table, wrote it and exited 0
+    # empty table, wrote it and exited 0; time_limits.py ran every run, took the MILP's as failed runs and wrote them
+    # over the file's rows
     if published:
         needs_published()
     out = tmp_path / "x.json"
