@@ -705,8 +705,9 @@ def report_only(args: argparse.Namespace) -> int:
     path = args.out / "results.json"
     try:
         summary = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        print(f"error: {path}: cannot read the results of a reproduction: {exc}", file=sys.stderr)
+    except (OSError, ValueError) as exc:   # the OS's reason alone: the message names the path once
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        print(f"error: {path}: cannot read the results of a reproduction: {why}", file=sys.stderr)
         return 2
     if why := summary_error(summary):
         print(f"error: {path}: not the results of a reproduction: {why}", file=sys.stderr)

@@ -197,6 +197,14 @@ def test_reproduce_says_which_objective_the_filter_matched_nothing_of(tmp_path):
     assert not out.exists()
 
 
+def test_reproduce_report_only_without_results_says_why_once(tmp_path):
+    # the reason repeated the path: "...: cannot read the results of a reproduction: [Errno 2] No such file or
+    # directory: '.../results.json'"
+    done = run("reproduce.py", "--report-only", "--out", str(tmp_path))
+    assert refused(done) == (f"error: {tmp_path / 'results.json'}: cannot read the results of a reproduction: "
+                             f"{os.strerror(errno.ENOENT)}")
+
+
 MALFORMED_SUMMARIES = [
     ([1, 2], "a JSON list, not an object"),
     ({"settings": {}}, "no total_wall_s (a number)"),
