@@ -223,6 +223,25 @@ def test_the_mlp_on_three_chips_takes_the_design_of_fewer_watts():
         assert result.designs[1].tdp_w == 122.3408203125 and result.designs[1].area_mm2 == pytest.approx(236.576)
 
 
+def test_the_time_per_input_is_the_evaluators_as_placement_solve_reports_it():
+    """The bundled MLP on one chip at 130 W: both methods take the same design and the same plan, and reported
+    the max load of the DP that found it: 4.6547785714285705 ms from the exact method, 4.654778571428572 from the
+    exhaustive check (their DPs sum the nodes' times in other orders). The result now holds the evaluator's max
+    load of its plan on its designs, as placement.solve does, so one plan has one value."""
+    from placement.codesign.outcome import objective_value, verified_time
+    from placement.codesign.space import candidates
+    from placement.codesign.workload import load_workload
+
+    workload = load_workload(MODEL)
+    grid = load_grid(TINY)
+    exact = solve_exact(workload, grid, 1, 606.68, 130.0)
+    check = solve_exhaustive(workload, grid, 1, 606.68, 130.0)
+    assert exact.plan == check.plan and exact.designs == check.designs
+    checked, violations = verified_time(workload, candidates(workload, grid, 606.68, 130.0), exact.plan, exact.designs)
+    assert violations == () and exact.time_per_input_ms == check.time_per_input_ms == checked
+    assert exact.value == check.value == objective_value("throughput", checked, exact.power_w)
+
+
 def test_ties_are_within_a_relative_tolerance_of_the_least_score_whatever_the_order():
     """preferred(): scores within TIE (1e-9) of the least are equal, then the fewest watts, then the least area;
     the tie is measured from the least score, so a chain of near ties does not pull in a worse plan, and the

@@ -56,7 +56,8 @@ def finish(workload: Workload, space: Candidates, best: Best | None, chips: int,
            method: str, start: float, pruned_by: dict[str, int], dp_runs: int,
            status: str = "optimal", evaluated: int | None = None, stats: dict | None = None) -> CodesignResult:
     """The result of ``best`` (``None``: no plan), its plan re-checked by the evaluator (status
-    ``no_solution``, without the plan, when the check disagrees). ``evaluated``: designs evaluated, by default the grid's less ``pruned_by``."""
+    ``no_solution``, without the plan, when the check disagrees), with the evaluator's max load as its time.
+    ``evaluated``: designs evaluated, by default the grid's less ``pruned_by``."""
     if evaluated is None:
         evaluated = space.grid_designs - sum(pruned_by.values())
     common = dict(objective=objective, evaluated=evaluated, pruned=sum(pruned_by.values()), pruned_by=pruned_by,
@@ -78,8 +79,9 @@ def finish(workload: Workload, space: Candidates, best: Best | None, chips: int,
                               message=f"the {method} method's plan failed independent verification: max load "
                                       f"{checked!r} ms against its {best.time_ms!r} ms"
                                       f"{'; ' + violations[0] if violations else ''}", **common)
-    return CodesignResult(status, value=objective_value(objective, best.time_ms, power),
-                          time_per_input_ms=best.time_ms, power_w=power, designs=designs, plan=best.plan,
+    # the evaluator's max load, as placement.solve reports it: one plan has one value, whichever search found it
+    return CodesignResult(status, value=objective_value(objective, checked, power),
+                          time_per_input_ms=checked, power_w=power, designs=designs, plan=best.plan,
                           runtime_s=time.perf_counter() - start, **common)
 
 
