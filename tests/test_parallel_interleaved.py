@@ -194,6 +194,35 @@ def test_the_search_leaves_the_layout_its_share_of_the_time_limit(monkeypatch, o
     assert deadlines == [pytest.approx(layout_by)] and result.batch_time is not None
 
 
+def test_the_chain_dp_stops_at_its_time_limit_while_it_prices_the_chunks(monkeypatch):
+    """The prices of every pair of nested sets (about 1.3 s on the published ResNet) read no clock: a shape's
+    chain DP ran them to the end, whatever its time. Here every reading of the clock takes a second, and the
+    DP has two: it stops while pricing its four edges, open at the bound it was given, and the DP over chains
+    never begins."""
+    from placement.parallel import interleaved_chain
+    from placement.parallel.interleaved import Shape
+
+    clock = [0.0]
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            clock[0] += 1.0
+            return clock[0]
+
+    def never(*args):
+        raise AssertionError("the DP over chains began past the time limit")
+
+    instance = chain([1, 2, 3, 4, 5], edge_bytes=1.0)
+    member = interleaved_chain.chain_sets(instance)
+    monkeypatch.setattr(interleaved_chain, "time", Clock)
+    monkeypatch.setattr(interleaved_chain, "_best_chain", never)
+    outcome = interleaved_chain.solve_chain(instance, Shape(2, 1, 1, 2), member, cutoff=None, time_limit=2.0,
+                                            floor=7.5)
+    assert (outcome.status, outcome.plan, outcome.bound) == ("no_solution", None, 7.5)
+    assert clock[0] == 5.0   # the start (1), two readings within the limit, the one past it (4), the wall time
+
+
 def test_a_batch_too_long_to_lay_out_still_gets_its_interleaved_plan():
     """2^21 micro-batches of 4 virtual stages make 2^24 tasks, over the simulator's 2 GiB: the plan's time per
     batch cannot be computed, and the solve raised LimitExceededError for it, where the other schedules return

@@ -49,8 +49,11 @@ def chain_sets(instance: PiperInstance) -> np.ndarray | None:
     return member[order]
 
 
-def pair_costs(instance: PiperInstance, shape: Shape, member: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``cost[J, I]`` (``inf`` unless ``J ⊊ I``) and the cheapest option ``pick[J, I, u]`` (module docstring)."""
+def pair_costs(instance: PiperInstance, shape: Shape, member: np.ndarray,
+               deadline: float = math.inf) -> tuple[np.ndarray, np.ndarray] | None:
+    """``cost[J, I]`` (``inf`` unless ``J ⊊ I``) and the cheapest option ``pick[J, I, u]`` (module docstring);
+    ``None`` past ``deadline`` (:func:`time.perf_counter`), read once per edge and per set ``J`` (a second or
+    more for a few hundred sets)."""
     t, d, bw = shape.t, shape.d, instance.bandwidth
     position = {node.id: i for i, node in enumerate(instance.nodes)}
     n, count = len(instance.nodes), len(member)
@@ -63,6 +66,8 @@ def pair_costs(instance: PiperInstance, shape: Shape, member: np.ndarray) -> tup
     outside = np.zeros((count, n, width))   # per J: Σ out-sides of edges into J
     nodes = {node.id: node for node in instance.nodes}
     for e in instance.edges:
+        if time.perf_counter() > deadline:
+            return None
         u, w = position[e.src], position[e.dst]
         for o, c in enumerate(nodes[e.dst].configurations[t]):
             inside[:, w, o] += (~member[:, u]) * 2 * (e.communication_cost + c.sync_time_fw[e.src]) / (d * bw)
@@ -71,6 +76,8 @@ def pair_costs(instance: PiperInstance, shape: Shape, member: np.ndarray) -> tup
     cost = np.full((count, count), np.inf)
     pick = np.zeros((count, count, n), dtype=np.int64)
     for j in range(count):
+        if time.perf_counter() > deadline:
+            return None
         larger = np.flatnonzero((member[j][None, :] <= member).all(axis=1) & (member.sum(axis=1) > member[j].sum()))
         if not len(larger):
             continue
@@ -90,9 +97,13 @@ def solve_chain(instance: PiperInstance, shape: Shape, member: np.ndarray, *, cu
 
     The DP runs under rising ceilings ``floor·(1 + 10^-6·2^i)`` (``floor`` a bound on the shape's value),
     then ``cutoff``: a tight ceiling prunes hard, the first ceiling with a plan gives the optimum (plans
-    above it are worse), and every ceiling without one is a proven bound."""
+    above it are worse), and every ceiling without one is a proven bound. The time runs from the first of
+    the pair costs (:func:`pair_costs`), which the DP reads."""
     started = time.perf_counter()
-    cost, pick = pair_costs(instance, shape, member)
+    costs = pair_costs(instance, shape, member, started + time_limit)
+    if costs is None:                # out of time before the DP began: ``floor`` is all that is proven
+        return ShapeOutcome("no_solution", None, None, floor, time.perf_counter() - started, {"model": "chain-dp"})
+    cost, pick = costs
     top = math.inf if cutoff is None else cutoff
     ceilings = [floor * (1 + 1e-6 * 2 ** i) for i in range(18) if floor > 0 and floor * (1 + 1e-6 * 2 ** i) < top]
     proven = floor
