@@ -223,6 +223,39 @@ def test_the_chain_dp_stops_at_its_time_limit_while_it_prices_the_chunks(monkeyp
     assert clock[0] == 5.0   # the start (1), two readings within the limit, the one past it (4), the wall time
 
 
+def test_a_shape_the_chain_dp_leaves_open_past_the_deadline_does_not_go_to_cpsat(monkeypatch):
+    """CP-SAT (its import alone about half a second, then its model) was started for a shape whose chain DP had
+    used the search's time and more: ResNet at time_limit=0.5 returned after 2.3 s. Here the chain DP leaves the
+    one shape open after 10 s of a clock that stands still otherwise (its own wall time tiny): the shape stays
+    open at the DP's bound, CP-SAT is not called, and the best starting plan is the answer."""
+    from placement.parallel import interleaved, interleaved_chain, interleaved_cpsat
+    from placement.parallel.interleaved_cpsat import ShapeOutcome
+
+    clock = [0.0]
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            return clock[0]
+
+    def slow_chain(*args, **kwargs):
+        clock[0] += 10.0
+        return ShapeOutcome("no_solution", None, None, 7.75, 0.001, {"model": "chain-dp"})
+
+    def never(*args, **kwargs):
+        raise AssertionError("CP-SAT was started past the deadline")
+
+    lines = []
+    monkeypatch.setattr(interleaved, "time", Clock)
+    monkeypatch.setattr(interleaved_chain, "solve_chain", slow_chain)
+    monkeypatch.setattr(interleaved_cpsat, "solve_shape", never)
+    result = solve_interleaved(chain([1, 2, 3, 4, 5]), chunks=2, time_limit=5, progress=lines.append)
+    assert (result.status, result.value, result.bound) == (Status.FEASIBLE, 8.0, 7.75)
+    assert result.message == "the time limit ran out before every shape was closed"
+    assert result.stats["open"] == 1
+    assert "S=2 d=1 t=1: the chain DP left it open (7.75 at least); no time left for CP-SAT" in lines
+
+
 def test_a_batch_too_long_to_lay_out_still_gets_its_interleaved_plan():
     """2^21 micro-batches of 4 virtual stages make 2^24 tasks, over the simulator's 2 GiB: the plan's time per
     batch cannot be computed, and the solve raised LimitExceededError for it, where the other schedules return

@@ -331,12 +331,17 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
                 bound = max(bound, outcome.bound)   # the least value without memory: a bound, not a plan
                 outcome = replace(outcome, status="no_solution", plan=None, value=None)
             if outcome.status == "no_solution":   # labels, time or memory: the MILP gets the rest of the time
-                budget["time_limit"] -= outcome.wall_s
+                budget["time_limit"] = min(budget["time_limit"] - outcome.wall_s, searched_by - time.perf_counter())
                 bound = max(bound, outcome.bound)
                 outcome = None
+                rest = "CP-SAT for the rest" if budget["time_limit"] > 0 else "no time left for CP-SAT"
                 if progress is not None:
                     progress(f"S={shape.groups} d={shape.d} t={shape.t}: the chain DP left it open "
-                             f"({bound:.6g} at least); CP-SAT for the rest")
+                             f"({bound:.6g} at least); {rest}")
+                if budget["time_limit"] <= 0:   # CP-SAT (its import alone takes about half a second) is not begun
+                    stats["open"] += 1
+                    bounds.append(bound)
+                    continue
         if outcome is None:
             try:
                 outcome = solve_shape(instance, shape, memory, **budget, progress=progress)
@@ -378,7 +383,8 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
                 doubts = stats.setdefault("doubts", {})
                 doubts[outcome.stats["doubt"]] = doubts.get(outcome.stats["doubt"], 0) + 1
         bounds.append(max(bound, outcome.bound))
-    return _answer(instance, best, bounds, devices, memory, v, started, stats, (deadline, max(LAYOUT_SHARE * limit, LAYOUT_LEAST_S)))
+    return _answer(instance, best, bounds, devices, memory, v, started, stats,
+                   (deadline, max(LAYOUT_SHARE * limit, LAYOUT_LEAST_S)))
 
 
 def _refined_shape(instance: PiperInstance, shape: Shape, memory: float, outcome: ShapeOutcome, value: float,
