@@ -78,6 +78,42 @@ def test_a_plain_attempt_past_its_deadline_hands_over_and_changes_nothing(monkey
     assert found.value == reference.value and found.plan == reference.plan   # ... and the fill that followed agrees
 
 
+def test_kernels_not_cached_are_not_compiled_under_a_deadline_they_would_overrun(monkeypatch):
+    # Compiling the DP's kernels reads no clock (6 s on two cores): a solve of gnmt on a fresh install with
+    # time_limit=0.000001 returned after 7 s. Under a deadline closer than dp.COMPILE_SECONDS the kernels, here
+    # taken to be missing from numba's cache, are not compiled: the fill runs in plain Python to the deadline.
+    import time
+
+    from placement.parallel import dp
+    from tests.test_parallel import chain, tmpc
+
+    inst = chain([{1: (tmpc("v", 3 + k % 4, 1, a=1),), 2: (tmpc("v", 2, 1, a=1),)} for k in range(5)], cost=1.0,
+                 devices=40, memory=30.0, microbatches=8)
+    reference = dp.solve_parallel(inst, compiled=False)
+
+    def never(*args, **kwargs):
+        raise AssertionError("the kernels were compiled under a deadline they would overrun")
+
+    monkeypatch.setattr(K, "kernels", never)
+    monkeypatch.setattr(K, "fill_compiles", lambda: True)
+    lines = []
+    found = dp.solve_parallel(inst, deadline=time.perf_counter() + 5.0, progress=lines.append)
+    assert found.stats["interpreted"] is True and found.stats["not_compiled"] is True
+    assert (found.value, found.plan) == (reference.value, reference.plan)   # within the deadline: the optimum
+    assert lines[0] == ("the DP's kernels are not in numba's cache, and compiling them (some seconds) would run "
+                        "past the deadline: plain Python until then (a solve with no time limit, or one of at "
+                        "least 10 s, compiles them once per install)")
+    late = dp.solve_parallel(inst, deadline=time.perf_counter() - 1.0)
+    assert late.stats["out_of_time"] == (
+        "the time limit ran out while the DP filled its table (1 of 6 sets); the plan is the best pipeline along "
+        "one topological order; the DP ran in plain Python, its compiled kernels not cached (a solve with no time "
+        "limit, or one of at least 10 s, compiles them once per install)")
+    plain = K.interpreted()
+    monkeypatch.setattr(K, "kernels", lambda use_compiled, kind="exact", aside=False: plain)
+    far = dp.solve_parallel(inst, deadline=time.perf_counter() + 1e6)   # time enough to compile
+    assert "not_compiled" not in far.stats and (far.value, far.plan) == (reference.value, reference.plan)
+
+
 def test_compiled_fill_with_caller_scratch_equals_plain_fill():
     # Six nodes, each with a fast option that holds 3 units per micro-batch and a lean one that holds 1 at twice
     # the time, and a t = 2 option: at 12 units per device the knapsack chooses per stage. The compiled fill (its

@@ -92,6 +92,11 @@ SUM_TOLERANCE = 1e-10
 INTERPRETED_SETS = 2_000
 #: ... for at most this many seconds, after which the kernels are compiled
 INTERPRETED_SECONDS = 1.0
+#: under a deadline closer than this many seconds, kernels not in numba's cache yet are not compiled (some seconds
+#: of compilation, which reads no clock: 6 s on two cores): the DP runs in plain Python to the deadline
+COMPILE_SECONDS = 10.0
+#: how the kernels come to be compiled, where a deadline kept them from it
+NOT_COMPILED = f"a solve with no time limit, or one of at least {COMPILE_SECONDS:g} s, compiles them once per install"
 
 
 @dataclass(frozen=True)
@@ -411,6 +416,8 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     if found is None:   # past the given deadline: the chain's plan
         stats["out_of_time"] = (f"the time limit ran out while the DP filled its table ({filled[0]:,} of "
                                 f"{len(sets.size):,} sets); the plan is the best pipeline along one topological order")
+        if stats.get("not_compiled"):
+            stats["out_of_time"] += f"; the DP ran in plain Python, its compiled kernels not cached ({NOT_COMPILED})"
         stats["lower_bound"] = arrays["wtot"] / total
         value, plan = math.inf, None
         if chain_found:
@@ -475,9 +482,10 @@ def _fill_both(passes: Callable, cells: int, sets: int, compiled: bool | None, s
     chooses: plain Python for a table of at most 2,000 cells; else compiled, except that while they are not
     in numba's cache a family of at most :data:`INTERPRETED_SETS` sets is first tried in plain Python for
     :data:`INTERPRETED_SECONDS` (a second process compiles the stage evaluation meanwhile, which is stopped if
-    that try succeeds). ``knapsacks``, ``greedy``, ``written``: whether a stage may need a knapsack, Piper's
-    greedy one, and memory decided on the sizes as written, which choose the stage evaluation the fill calls
-    (:func:`placement.parallel._kernels.evaluator`). ``None`` where a pass stopped past ``deadline``."""
+    that try succeeds); under a ``deadline`` closer than :data:`COMPILE_SECONDS`, kernels that would have to be
+    compiled are not: plain Python runs to the deadline. ``knapsacks``, ``greedy``, ``written``: whether a stage
+    may need a knapsack, Piper's greedy one, and memory decided on the sizes as written, which choose the stage
+    evaluation the fill calls (:func:`placement.parallel._kernels.evaluator`). ``None`` where a pass stopped past ``deadline``."""
     def late() -> bool:
         return time.perf_counter() > deadline
 
@@ -485,7 +493,15 @@ def _fill_both(passes: Callable, cells: int, sets: int, compiled: bool | None, s
         if compiled is None:
             stats["interpreted"] = True
         return passes(K.interpreted(greedy), deadline)
-    kernels = K.kernels(True, K.evaluator(knapsacks, greedy, written), aside=True)
+    kind = K.evaluator(knapsacks, greedy, written)
+    if compiled is None and deadline - time.perf_counter() < COMPILE_SECONDS and \
+            (K.fill_compiles() or K.functions_compile(kind)):   # compiling would take the time left, or more
+        stats["interpreted"] = stats["not_compiled"] = True
+        if progress is not None:
+            progress(f"the DP's kernels are not in numba's cache, and compiling them (some seconds) would run past "
+                     f"the deadline: plain Python until then ({NOT_COMPILED})")
+        return passes(K.interpreted(greedy), deadline)
+    kernels = K.kernels(True, kind, aside=True)
     try:
         if compiled is None and sets <= INTERPRETED_SETS and K.must_compile(kernels):
             found = passes(K.interpreted(greedy), min(deadline, time.perf_counter() + INTERPRETED_SECONDS))
