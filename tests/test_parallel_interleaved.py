@@ -253,7 +253,46 @@ def test_a_shape_the_chain_dp_leaves_open_past_the_deadline_does_not_go_to_cpsat
     assert (result.status, result.value, result.bound) == (Status.FEASIBLE, 8.0, 7.75)
     assert result.message == "the time limit ran out before every shape was closed"
     assert result.stats["open"] == 1
-    assert "S=2 d=1 t=1: the chain DP left it open (7.75 at least); no time left for CP-SAT" in lines
+    assert lines[-1] == ("S=2 d=1 t=1: left open (7.75 at least): too little of the search's time is left to "
+                         "start CP-SAT")
+
+
+@pytest.mark.parametrize("imported", [False, True], ids=["OR-Tools to import", "OR-Tools imported"])
+def test_cpsat_is_not_started_where_its_import_would_end_past_the_search(monkeypatch, imported):
+    """The first CP-SAT model of a process imports OR-Tools (0.4-0.5 s) before its search, whatever its share:
+    ResNet at time_limit=1 started CP-SAT with 0.09 s of the search left and ended 0.46 s later. Here the chain
+    DP leaves the one shape open with 0.3 s of the search's 4.5 s left (a clock that stands still otherwise):
+    CP-SAT is started only where OR-Tools is already imported, for those 0.3 s."""
+    import sys
+
+    from placement.parallel import interleaved, interleaved_chain, interleaved_cpsat
+    from placement.parallel.interleaved_cpsat import ShapeOutcome
+
+    clock, started = [0.0], []
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            return clock[0]
+
+    def slow_chain(*args, **kwargs):
+        clock[0] += 4.2
+        return ShapeOutcome("no_solution", None, None, 7.75, 0.001, {"model": "chain-dp"})
+
+    def shape_search(*args, **kwargs):
+        started.append(kwargs["time_limit"])
+        return ShapeOutcome("no_solution", None, None, 7.8, kwargs["time_limit"], {})
+
+    if imported:
+        monkeypatch.setitem(sys.modules, "ortools.sat.python.cp_model", sys)
+    else:
+        monkeypatch.delitem(sys.modules, "ortools.sat.python.cp_model", raising=False)
+    monkeypatch.setattr(interleaved, "time", Clock)
+    monkeypatch.setattr(interleaved_chain, "solve_chain", slow_chain)
+    monkeypatch.setattr(interleaved_cpsat, "solve_shape", shape_search)
+    result = solve_interleaved(chain([1, 2, 3, 4, 5]), chunks=2, time_limit=5)
+    assert started == ([pytest.approx(0.3)] if imported else [])
+    assert (result.status, result.value, result.bound) == (Status.FEASIBLE, 8.0, 7.8 if imported else 7.75)
 
 
 def test_a_batch_too_long_to_lay_out_still_gets_its_interleaved_plan():

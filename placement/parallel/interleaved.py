@@ -86,6 +86,10 @@ DEFAULT_TIME_LIMIT = 8.0
 #: LAYOUT_LEAST_S seconds (the first layout of a process loads its compiled kernel: about a second)
 LAYOUT_SHARE = 0.1
 LAYOUT_LEAST_S = 2.0
+#: the seconds the first CP-SAT model of a process takes to import OR-Tools (0.4-0.5 s here) before its search
+#: begins: where less of the search's time is left and OR-Tools is not imported yet, a shape is left open
+#: (:func:`_cpsat_start_s`: the import alone would end past the search's part of the limit)
+CPSAT_IMPORT_S = 0.5
 #: relative gap between the proven bound and the evaluated value under which a plan is called optimal
 #: (the model's times are integers of about 2^31 units of its cutoff, which :func:`_refined_shape` brings to a
 #: plan's value: rounding then costs under 1e-7)
@@ -334,14 +338,17 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
                 budget["time_limit"] = min(budget["time_limit"] - outcome.wall_s, searched_by - time.perf_counter())
                 bound = max(bound, outcome.bound)
                 outcome = None
-                rest = "CP-SAT for the rest" if budget["time_limit"] > 0 else "no time left for CP-SAT"
-                if progress is not None:
+                if progress is not None and budget["time_limit"] > 0:
                     progress(f"S={shape.groups} d={shape.d} t={shape.t}: the chain DP left it open "
-                             f"({bound:.6g} at least); {rest}")
-                if budget["time_limit"] <= 0:   # CP-SAT (its import alone takes about half a second) is not begun
-                    stats["open"] += 1
-                    bounds.append(bound)
-                    continue
+                             f"({bound:.6g} at least); CP-SAT for the rest")
+        if outcome is None and (budget["time_limit"] <= 0 or
+                                searched_by - time.perf_counter() < _cpsat_start_s()):   # it would start too late
+            if progress is not None:
+                progress(f"S={shape.groups} d={shape.d} t={shape.t}: left open ({bound:.6g} at least): too little "
+                         "of the search's time is left to start CP-SAT")
+            stats["open"] += 1
+            bounds.append(bound)
+            continue
         if outcome is None:
             try:
                 outcome = solve_shape(instance, shape, memory, **budget, progress=progress)
@@ -385,6 +392,14 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
         bounds.append(max(bound, outcome.bound))
     return _answer(instance, best, bounds, devices, memory, v, started, stats,
                    (deadline, max(LAYOUT_SHARE * limit, LAYOUT_LEAST_S)))
+
+
+def _cpsat_start_s() -> float:
+    """The seconds CP-SAT takes to start in this process: :data:`CPSAT_IMPORT_S` until OR-Tools is imported (its
+    import, about half a second, is the model's first step), then none."""
+    import sys
+
+    return 0.0 if "ortools.sat.python.cp_model" in sys.modules else CPSAT_IMPORT_S
 
 
 def _refined_shape(instance: PiperInstance, shape: Shape, memory: float, outcome: ShapeOutcome, value: float,
