@@ -485,7 +485,8 @@ def _fill_both(passes: Callable, cells: int, sets: int, compiled: bool | None, s
     that try succeeds); under a ``deadline`` closer than :data:`COMPILE_SECONDS`, kernels that would have to be
     compiled are not: plain Python runs to the deadline. ``knapsacks``, ``greedy``, ``written``: whether a stage
     may need a knapsack, Piper's greedy one, and memory decided on the sizes as written, which choose the stage
-    evaluation the fill calls (:func:`placement.parallel._kernels.evaluator`). ``None`` where a pass stopped past ``deadline``."""
+    evaluation the fill calls (:func:`placement.parallel._kernels.evaluator`). ``None`` where a pass stopped past
+    ``deadline``."""
     def late() -> bool:
         return time.perf_counter() > deadline
 
