@@ -15,6 +15,7 @@ from placement.errors import InvalidParameterError
 from placement.io.tarnawski import read_instance
 from placement.plan import DeviceAssignment, Plan
 from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Instance, Node, make_two_type_problem
+from placement.problem.sequential import Budget, least_run_sum
 from placement.solution import Status
 from placement.solvers.chain_dp import keyed_orders
 from placement.solvers.milp.warmstart import default_warm_start
@@ -212,7 +213,8 @@ def test_the_latency_warm_start_keeps_to_its_share_of_the_time_limit():
     from placement.problem.sequential import Budget
     from placement.solvers.milp.warmstart import warm_start_and_bound
 
-    with pytest.raises(LimitExceededError, match="^the time limit ran out while the run DP ran$") as raised:
+    with pytest.raises(LimitExceededError, match="^the time limit ran out while the run DP ran; a larger time_limit "
+                                                 "lets it finish$") as raised:
         Budget(deadline=time.perf_counter() - 1).spend(1)
     assert raised.value.parameter == "time_limit"
     said: list[str] = []
@@ -223,3 +225,73 @@ def test_the_latency_warm_start_keeps_to_its_share_of_the_time_limit():
     assert [line for line in said if "skipped" in line] == [
         f"{name} skipped: the warm start's share of the time limit has run out"
         for name in ("latency-greedy", "latency-chain", "latency-modules")]
+
+
+def long_chain(n: int, memory: float, accelerators: int = 2) -> Instance:
+    """A path of ``n`` nodes: 1 ms on an accelerator, 10 on the CPU, 1 byte, 0.5 ms to send each."""
+    nodes = [Node(i, f"n{i}", (1.0, 10.0), 1.0, False, None, 0.5) for i in range(n)]
+    return make_two_type_problem(nodes, [Edge(i, i + 1) for i in range(n - 1)], accelerators, 1, memory)
+
+
+def test_long_runs_past_the_old_join_budget():
+    """3,000 nodes, runs of up to 1,000 bytes: a DP that tries every run from every start joins about
+    3,000 × 1,000 units, past the 2 million it was once allowed, and gave no plan. The best plan runs
+    the first and the last 1,000 nodes on the two accelerators (1,000.5 ms each: one sends, one
+    receives) and the 1,000 between on the CPU: 12,001; the bounds leave out the runs that cannot
+    reach it, and the DP finds it."""
+    found = solve(long_chain(3000, 1000.0), "latency-chain")
+    assert (found.status, found.objective, found.message) == (Status.FEASIBLE, 12001.0, "")
+    assert found.plan == Plan((DeviceAssignment(A, tuple(range(1000))), DeviceAssignment(C, tuple(range(1000, 2000))),
+                               DeviceAssignment(A, tuple(range(2000, 3000)))))
+
+
+def test_the_time_limit_stops_the_dp_and_says_which_parameter():
+    """``time_limit`` is the DP's limit: past it no plan, and the message names the parameter (it once
+    took no time limit, and stopped at a fixed count of joins that no parameter could raise)."""
+    problem = long_chain(3000, 1000.0)
+    found = placement.solve(problem, method="latency-chain", objective="latency", time_limit=1e-3)
+    assert (found.status, found.value) == (Status.NO_SOLUTION, None)
+    assert found.message == "the time limit ran out while the run DP ran; a larger time_limit lets it finish"
+
+
+@st.composite
+def orders(draw) -> tuple:
+    """A random graph over positions 0..n-1 (edges forward), its units (consecutive positions), times
+    (``None``: unsupported), costs, sizes, capacity, accelerators and the longest CPU run."""
+    n = draw(st.integers(1, 40))
+    succ: list[list[int]] = [[] for _ in range(n)]
+    pred: list[list[int]] = [[] for _ in range(n)]
+    for w in range(1, n):
+        for u in sorted(set(draw(st.lists(st.integers(max(0, w - 6), w - 1), min_size=1, max_size=3)))):
+            succ[u].append(w)
+            pred[w].append(u)
+    times = st.integers(0, 9).map(float)
+    p_acc = [draw(st.one_of(st.none(), times, times, times)) for _ in range(n)]
+    p_cpu = [draw(st.one_of(st.none(), st.integers(0, 40).map(float))) for _ in range(n)]
+    cost = [draw(st.sampled_from([0.0, 0.5, 1.0, 2.5, 10.0])) for _ in range(n)]
+    memory = [float(draw(st.integers(0, 5))) for _ in range(n)]
+    capacity = draw(st.one_of(st.just(math.inf), st.integers(0, 40).map(float)))
+    units, i = [], 0
+    while i < n:
+        size = draw(st.integers(1, 3))
+        units.append(list(range(i, min(n, i + size))))
+        i += size
+    return (units, succ, pred, cost, p_acc, p_cpu, memory, capacity, draw(st.integers(0, 5)),
+            draw(st.sampled_from([None, 1, 3])))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(orders())
+def test_the_bounds_change_no_answer(case):
+    """The DP with its bounds gives the least sum and the runs, ties and all, of the DP that tries
+    every run from every start (one node joined at a time)."""
+    from placement.problem.sequential import _accelerator_runs, _cpu_runs, least_sum
+
+    units, succ, pred, cost, p_acc, p_cpu, memory, capacity, accelerators, cpu_run = case
+    n = len(units)
+    full = least_sum(n, accelerators,
+                     lambda i: _accelerator_runs(units, i, succ, pred, cost, p_acc, memory, capacity),
+                     lambda i: _cpu_runs(units, i, n if cpu_run is None else min(n, i + cpu_run), pred, p_cpu),
+                     Budget(None))
+    assert least_run_sum(units, succ, pred, cost, p_acc, p_cpu, memory, capacity, accelerators,
+                         max_cpu_run=cpu_run, bounded=True) == full

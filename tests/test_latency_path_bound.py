@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 import placement
 from placement.errors import LimitExceededError
 from placement.io.tarnawski import read_instance
+from placement.plan import DeviceAssignment, Plan
 from placement.problem.bounds import latency_lower_bound
-from placement.problem.instance import Edge, Instance, Node, make_two_type_problem
+from placement.problem.instance import ACCELERATOR, Edge, Instance, Node, make_two_type_problem
 from placement.problem.path_bound import latency_path_bound
 from placement.problem.sequential import Budget, least_run_sum
 from placement.solution import Status
@@ -414,16 +415,24 @@ def test_proves_the_resnet50_layer_latency():
 
 def test_the_run_dp_stops_at_its_budget():
     """50 units whose runs memory does not bound: runs from every start reach the end, 50 + 49 + ...
-    joins for the accelerator runs alone, far more than 100."""
+    joins for the accelerator runs alone, far more than 100. With its bounds, on one accelerator, the
+    DP tries the run from the first unit to the end (50 joins) and the CPU runs from it (50 more),
+    past a budget of 60, and leaves out every other start (each pays a transfer more than the single
+    call)."""
     problem = long_chain(50, math.inf)
     succ = problem.successors()
     pred = [[i - 1] if i else [] for i in range(50)]
     args = ([[i] for i in range(50)], succ, pred, [0.5] * 50, [1.0] * 50, [10.0] * 50, [1.0] * 50, math.inf, 2)
     with pytest.raises(LimitExceededError, match="^the run DP would join units to runs more than 100 times "
                                                  r"\(long runs: memory does not bound them\)$"):
-        least_run_sum(*args, budget=Budget(100))
+        least_run_sum(*args, budget=Budget(100), bounded=False)
+    with pytest.raises(LimitExceededError, match="^the run DP would join units to runs more than 60 times "):
+        least_run_sum(*args, budget=Budget(60), bounded=True)
     # within the default budget: 50 ms on one accelerator, one call (its output goes nowhere)
     assert least_run_sum(*args).total == 50.0
+    budget = Budget()
+    assert least_run_sum(*args, budget=budget, bounded=True).total == 50.0
+    assert budget.joins - budget.left == 100
 
 
 def test_the_budget_counts_in_edges():
@@ -439,16 +448,16 @@ def test_the_budget_counts_in_edges():
     assert latency_lower_bound(problem) == 400.0
 
 
-def test_no_bound_and_no_chain_plan_past_the_budget():
-    """2,100 units and no memory bound: about 2.2 million joins for the accelerator runs, past the default
-    budget of 2 million. The path bound then gives nothing (0, still a bound) and the chain DP no plan;
-    the MILP falls back to the critical path."""
+def test_no_path_bound_past_the_budget_but_a_chain_plan():
+    """2,100 units and no memory bound: about 2.2 million joins for the path bound's accelerator runs,
+    past its default budget of 2 million, so it gives nothing (0, still a bound). The chain DP once
+    stopped at the same budget with no plan; its bounds now leave out every run but the one call that
+    holds the whole chain (2,100 ms, its output goes nowhere), the optimum."""
     problem = long_chain(2100, math.inf)
     assert latency_path_bound(problem) == 0.0
     found = solve(problem, "latency-chain")
-    assert (found.status, found.plan) == (Status.NO_SOLUTION, None)
-    assert found.message == ("the run DP would join units to runs more than 2,000,000 times "
-                             "(long runs: memory does not bound them)")
+    assert (found.status, found.objective, found.message) == (Status.FEASIBLE, 2100.0, "")
+    assert found.plan == Plan((DeviceAssignment(ACCELERATOR, tuple(range(2100))),))
     # with a memory bound of 100 nodes the runs stay short: one run per accelerator of 100 units, the
     # rest on the CPU: the bound is the DP's optimum on this chain
     bounded = long_chain(2100, 100)

@@ -20,10 +20,14 @@ accelerator runs (``a ≤`` ``accelerators``)::
 
 and the answer is ``min_a D[a][n]`` with its runs. ``In`` and ``Out`` of a growing run are
 kept incrementally (a node joins before any of its successors), so each start costs the
-degrees of the nodes its runs reach: up to ``n²`` unit joins where memory does not bind. A
-:class:`Budget` caps the joins (:data:`MAX_JOINS`, a few seconds) and raises
-:class:`~placement.errors.LimitExceededError` beyond it; ``max_cpu_run`` caps the units of a
-CPU run. :mod:`placement.solvers.baselines.latency_chain` reads
+degrees of the nodes its runs reach: up to ``n²`` unit joins where memory does not bind. On
+orders of more than :data:`SMALL` units, bounds (:mod:`placement.problem.run_bounds`: a plan the
+DP can take, and the least any completion of a state can cost) skip the starts and stop the runs
+that cannot lead to the least sum, and the runs from a start are summed in whole arrays in the
+walk's own order of operations: the same answer, runs and ties included, at a cost that follows
+the runs that can still win. A :class:`Budget` caps the joins (by default :data:`MAX_JOINS`) and
+the time, and raises :class:`~placement.errors.LimitExceededError` beyond either; ``max_cpu_run``
+caps the units of a CPU run. :mod:`placement.solvers.baselines.latency_chain` reads
 the runs of a topological order as a plan. The DP itself (:func:`least_sum`) takes the runs'
 durations from any source: :mod:`placement.problem.path_bound` gives it lower bounds on the
 calls that meet one path, for a lower bound on the latency.
@@ -31,6 +35,7 @@ calls that meet one path, for a lower bound on the latency.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -40,19 +45,27 @@ import numpy as np
 
 from placement.errors import LimitExceededError
 from placement.problem.memory_fit import fits_summed
+from placement.problem.run_bounds import RunBounds, RunTable
 
-#: units joined to runs that :func:`least_run_sum` may spend (a few seconds)
+#: units joined to runs that a :class:`Budget` allows by default (a few seconds)
 MAX_JOINS = 2_000_000
+#: orders of at most this many units are solved without bounds (building them costs more than it saves)
+SMALL = 64
 
 
 class Budget:
-    """Unit joins left to the DP, shared by every call it is given to, and the moment (a
-    ``time.perf_counter()`` value) past which it may not run: a join's cost grows with the edges its
-    runs cut, so a graph of a million edges spent a minute on joins counted as a few seconds' worth."""
+    """Unit joins left to the DP (``None``: no cap), shared by every call it is given to, and the moment
+    (a ``time.perf_counter()`` value) past which it may not run: a join's cost grows with the edges its
+    runs cut, so a graph of a million edges spent a minute on joins counted as a few seconds' worth.
+    ``default`` (seconds) is the time limit the deadline was set from where the caller gave none, for the
+    message that it passed."""
 
-    def __init__(self, joins: int = MAX_JOINS, deadline: float | None = None) -> None:
-        self.joins = self.left = joins
+    def __init__(self, joins: int | None = MAX_JOINS, deadline: float | None = None,
+                 default: float | None = None) -> None:
+        self.joins = joins
+        self.left = math.inf if joins is None else joins
         self.deadline = deadline
+        self.default = default
 
     def spend(self, joins: int) -> None:
         self.left -= joins
@@ -60,7 +73,9 @@ class Budget:
             raise LimitExceededError(f"the run DP would join units to runs more than {self.joins:,} times "
                                      "(long runs: memory does not bound them)")
         if self.deadline is not None and time.perf_counter() > self.deadline:
-            raise LimitExceededError("the time limit ran out while the run DP ran", "time_limit")
+            limit = "" if self.default is None else f" (by default {self.default:g} s)"
+            raise LimitExceededError(f"the time limit{limit} ran out while the run DP ran; a larger time_limit "
+                                     "lets it finish", "time_limit")
 
 
 @dataclass(frozen=True)
@@ -76,10 +91,13 @@ RunsFrom = Callable[[int], tuple[list[int], list[float]]]
 
 
 def least_sum(n: int, accelerators: int, accelerator_runs: RunsFrom, cpu_runs: RunsFrom,
-              budget: Budget) -> Runs | None:
+              budget: Budget, bounds: RunBounds | None = None) -> Runs | None:
     """The DP ``D[a][j]`` of the module docstring over ``n`` units for any run durations:
     ``accelerator_runs(i)`` and ``cpu_runs(i)`` give the ends and durations of the runs from unit
-    ``i``; ``budget`` pays one join per run. ``None`` when no runs cover the units."""
+    ``i``; ``budget`` pays one join per run. With ``bounds``, the DP skips the starts and stops the
+    accelerator runs that cannot lead to its least sum (:mod:`placement.problem.run_bounds`; it then
+    calls ``accelerator_runs(i, last)`` for the runs from ``i`` that end at ``last`` at the latest),
+    and gives the same least sum and runs. ``None`` when no runs cover the units."""
     k = max(0, min(accelerators, n))   # each run covers a unit: more accelerators than units go unused
     D = np.full((k + 1, n + 1), math.inf)
     D[0, 0] = 0.0
@@ -103,8 +121,17 @@ def least_sum(n: int, accelerators: int, accelerator_runs: RunsFrom, cpu_runs: R
     for i in range(n):
         if not np.isfinite(D[:, i]).any():
             continue
+        if bounds is None:
+            if k:
+                relax(i, *accelerator_runs(i), accelerator=True)
+            relax(i, *cpu_runs(i), accelerator=False)
+            continue
+        if bounds.hopeless(i, D[:, i]):
+            continue
         if k:
-            relax(i, *accelerator_runs(i), accelerator=True)
+            last = bounds.last_end(i, D[:, i])
+            if last > i:
+                relax(i, *accelerator_runs(i, last), accelerator=True)   # type: ignore[call-arg]
         relax(i, *cpu_runs(i), accelerator=False)
     a = int(np.argmin(D[:, n]))
     if not math.isfinite(D[a, n]):
@@ -122,30 +149,73 @@ def least_sum(n: int, accelerators: int, accelerator_runs: RunsFrom, cpu_runs: R
 def least_run_sum(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
                   cost: Sequence[float], p_acc: Sequence[float | None], p_cpu: Sequence[float | None],
                   memory: Sequence[float], capacity: float, accelerators: int, budget: Budget | None = None,
-                  max_cpu_run: int | None = None) -> Runs | None:
+                  max_cpu_run: int | None = None, bounded: bool | None = None) -> Runs | None:
     """The DP of the module docstring; ``succ``, ``pred``, ``cost`` (``c``), ``p_acc``, ``p_cpu``
     (``None``: unsupported) and ``memory`` are indexed by node position. ``None`` when no runs cover
     the order; :class:`~placement.errors.LimitExceededError` when ``budget`` (default: a fresh
-    :class:`Budget`) runs out."""
+    :class:`Budget`) runs out. With ``bounded`` (default: on orders of more than :data:`SMALL` units)
+    the DP leaves out the runs that cannot win (:mod:`placement.problem.run_bounds`) and takes the
+    accelerator runs from a :class:`~placement.problem.run_bounds.RunTable`: the same answer, runs and
+    all."""
     n = len(order)
-    return least_sum(
-        n, accelerators,
-        lambda i: _accelerator_runs(order, i, succ, pred, cost, p_acc, memory, capacity),
-        lambda i: _cpu_runs(order, i, n if max_cpu_run is None else min(n, i + max_cpu_run), pred, p_cpu),
-        budget or Budget())
+
+    def cpu_runs(i: int) -> tuple[list[int], list[float]]:
+        return _cpu_runs(order, i, n if max_cpu_run is None else min(n, i + max_cpu_run), pred, p_cpu)
+
+    def walk(i: int, last: int = n) -> tuple[list[int], list[float]]:
+        return _accelerator_runs(order, i, succ, pred, cost, p_acc, memory, capacity, last)
+
+    if not (n > SMALL if bounded is None else bounded):
+        return least_sum(n, accelerators, walk, cpu_runs, budget or Budget())
+    bounds = run_bounds(order, succ, pred, cost, p_acc, p_cpu, memory, capacity, max(0, min(accelerators, n)),
+                        cpu_runs)
+    table = RunTable(order, succ, pred, cost, p_acc, memory, capacity)
+    return least_sum(n, accelerators, table.runs if table.plain else walk, lambda i: bounds.cpu[i],
+                     budget or Budget(), bounds)
+
+
+def run_bounds(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
+               cost: Sequence[float],
+               p_acc: Sequence[float | None], p_cpu: Sequence[float | None], memory: Sequence[float],
+               capacity: float, accelerators: int, cpu_runs: RunsFrom) -> RunBounds:
+    """The :class:`~placement.problem.run_bounds.RunBounds` of :func:`least_run_sum`'s order: per unit its
+    accelerator time (``None`` where a node has none) and memory, and the transfer cost crossing each
+    unit boundary."""
+    n = len(order)
+    unit_of: dict[int, int] = {x: u for u, unit in enumerate(order) for x in unit}
+    delta = [0.0] * (n + 1)
+    for x, u in unit_of.items():
+        last = max((unit_of[w] for w in succ[x]), default=u)
+        if last > u:
+            delta[u + 1] += cost[x]
+            delta[last + 1] -= cost[x]
+    cut = list(itertools.accumulate(delta))
+    into = [math.fsum(cost[u] for u in {u for x in unit for u in pred[x] if unit_of[u] < i})
+            for i, unit in enumerate(order)] + [0.0]
+    out_of = [0.0] + [math.fsum(cost[x] for x in unit if any(unit_of[w] > j for w in succ[x]))
+                      for j, unit in enumerate(order)]
+    unit_acc: list[float | None] = []
+    for unit in order:
+        times = [p_acc[x] for x in unit]
+        unit_acc.append(None if any(t is None for t in times) else math.fsum(times))  # type: ignore[arg-type]
+    unit_memory = [math.fsum(memory[x] for x in unit) for unit in order]
+    scale = math.fsum(abs(c) for c in cost) + math.fsum(p for p in list(p_acc) + list(p_cpu) if p is not None)
+    return RunBounds(n, accelerators, unit_acc, unit_memory, cut, into, out_of, capacity, cpu_runs, scale)
 
 
 def _accelerator_runs(order: Sequence[Sequence[int]], i: int, succ: Sequence[Sequence[int]],
                       pred: Sequence[Sequence[int]], cost: Sequence[float], p: Sequence[float | None],
-                      memory: Sequence[float], capacity: float) -> tuple[list[int], list[float]]:
-    """Ends ``j`` and call durations of the accelerator runs ``o_i..o_{j−1}`` within ``capacity``."""
+                      memory: Sequence[float], capacity: float, last: int | None = None
+                      ) -> tuple[list[int], list[float]]:
+    """Ends ``j ≤ last`` (default: every unit) and call durations of the accelerator runs ``o_i..o_{j−1}``
+    within ``capacity``."""
     inside: set[int] = set()
     held_succ: dict[int, int] = {}            # successors of a node that are in the run
     compute = comm = used = 0.0
     sizes: list[float] = []
     ends: list[int] = []
     durations: list[float] = []
-    for j in range(i, len(order)):
+    for j in range(i, len(order) if last is None else last):
         for x in order[j]:
             time = p[x]
             if time is None:

@@ -78,7 +78,8 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     _baseline("latency-greedy", "latency_greedy", "greedy single-sample schedule", _LATENCY, options=("calls",)),
     _baseline("latency-dp-split", "latency_dp_split", "the DP's pipeline run for one sample", _LATENCY,
               options=("max_ideals",)),
-    _baseline("latency-chain", "latency_chain", "calls in turn along a few topological orders, by DP", _LATENCY),
+    _baseline("latency-chain", "latency_chain", "calls in turn along a few topological orders, by DP", _LATENCY,
+              options=("time_limit",)),
     _baseline("latency-modules", "latency_modules", "calls and CPU nodes along the chain of articulation nodes, by DP",
               _LATENCY),
 )}

@@ -27,11 +27,13 @@ the file's orders alone gave 225.65–252.45, the id orders 225.648 on each). Th
 plan of least *latency* (the evaluator's value, at most its ``Σ``). It is a plan, not a proof: calls that could run in
 parallel are priced as if they ran in turn. CPU runs hold at most :data:`CPU_RUN` units (on a
 chain CPU runs add up, so shorter ones lose nothing there). The orders share one
-:class:`~placement.problem.sequential.Budget`: on a long graph whose runs memory does not bound,
-the orders tried before it runs out give the plan (none: no plan, and the message says why).
+:class:`~placement.problem.sequential.Budget` of time: ``time_limit`` seconds (default
+:data:`DEFAULT_TIME_LIMIT`), or less where the caller gives a ``deadline`` (a ``time.perf_counter()``
+value, as a caller's share of a time limit); where it runs out, the orders tried before give the plan
+and the message says so (none: no plan, and the message names ``time_limit``).
 
 Takes the two-type catalogue (device types ``accelerator`` and ``cpu``); options other
-than ``objective`` are ignored.
+than ``objective``, ``time_limit`` and ``deadline`` are ignored.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ from placement.verification.latency import evaluate_latency
 
 #: the most units in one CPU run (on a chain, CPU runs add up, so shorter ones lose nothing there)
 CPU_RUN = 32
+#: seconds the DP may run where no time_limit is given
+DEFAULT_TIME_LIMIT = 60.0
 
 
 def solve_latency_chain(problem: Instance, **options: Any) -> Solution:
@@ -65,7 +69,12 @@ def solve_latency_chain(problem: Instance, **options: Any) -> Solution:
     units = [sorted(members, key=rank.__getitem__) for members in contraction.members]
     best: tuple[float, float, Any] | None = None
     tried: set[tuple[int, ...]] = set()
-    budget = Budget(deadline=options.get("deadline"))
+    time_limit = options.get("time_limit")
+    limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    deadline = start + limit
+    given = options.get("deadline")
+    default = limit if time_limit is None and (given is None or given >= deadline) else None
+    budget = Budget(joins=None, deadline=deadline if given is None else min(deadline, given), default=default)
     too_long = ""
     first_ids = [min(problem.nodes[v].id for v in members) for members in contraction.members]
     for order in _orders(contraction.succ) + keyed_orders(contraction.succ, first_ids, _orders):
@@ -87,8 +96,9 @@ def solve_latency_chain(problem: Instance, **options: Any) -> Solution:
     if best is None:
         return latency_solution(problem, None, "latency-chain", start, {"orders": len(tried)},
                                 too_long or "no run of a topological order fits the accelerators and CPUs")
+    note = f"{too_long} (the plan is the best of the orders tried before)" if too_long else ""
     return latency_solution(problem, best[2], "latency-chain", start,
-                            {"orders": len(tried), "sequential_sum": best[1]})
+                            {"orders": len(tried), "sequential_sum": best[1]}, note)
 
 
 def _orders(succ: Sequence[Sequence[int]]) -> list[list[int]]:
