@@ -168,7 +168,8 @@ def test_the_work_limit_gives_no_bound():
     found = module_chain(two_branches(), deadline=0.0)      # a deadline long past
     assert found.value is None and found.why == "the time limit ran out"
     late = solve_latency_modules(two_branches(), deadline=0.0)   # the baseline then falls back to the CPUs
-    assert late.status is Status.FEASIBLE and late.message.startswith("the DP found no plan (the time limit ran out)")
+    assert late.status is Status.FEASIBLE and late.message == (
+        "the DP found no plan (the time limit ran out; a larger time_limit lets it finish); every node on the CPUs")
 
 
 def test_a_plan_that_splits_a_colour_class_is_left_for_the_cpus():
@@ -286,3 +287,73 @@ def test_the_published_inceptionv3_instance():
     counted = module_chain(problem, calls=1)
     assert counted.value <= plan.objective
     assert meets(counted.value, plan.objective)
+
+
+def long_branch(n: int, memory: float) -> Instance:
+    """x0 → x1 → … → x(n−1), with x2 → c → x10 and x5 → e → x(n−3) as well: one module between x2 and
+    x(n−3) whose nodes form one branch that is no chain (x5 feeds x6 and e), its main path about n
+    long. Every node 1 on an accelerator and 10 on the CPUs, 1 byte, 0.5 to send; four accelerators."""
+    nodes = tuple(Node(i, f"x{i}", (1.0, 10.0), 1.0, False, None, 0.5) for i in range(n)) + (
+        Node(n, "c", (1.0, 10.0), 1.0, False, None, 0.5), Node(n + 1, "e", (1.0, 10.0), 1.0, False, None, 0.5))
+    edges = tuple(Edge(i, i + 1) for i in range(n - 1)) + (Edge(2, n), Edge(n, 10), Edge(5, n + 1),
+                                                          Edge(n + 1, n - 3))
+    return Instance(nodes, edges, _devices(4, 1, memory), name="long-branch")
+
+
+def test_a_long_main_path_past_the_direct_loop():
+    """4,002 nodes, their main path about 4,000 long and memory that does not bind: the path DP that
+    tries every call from every end would take about 4,000² / 2 steps per count of calls, and the DP
+    gave up at its work limit, leaving every node on the CPUs (40,000). By sliding minima it takes a
+    step per node and count: the plan holds every node in one call (4,002, nothing to send)."""
+    problem = long_branch(4000, 1e9)
+    found = solve_latency_modules(problem)
+    assert (found.status, found.objective, found.message) == (Status.FEASIBLE, 4002.0, "")
+    assert found.stats["dp_value"] == 4002.0 and found.plan.non_empty == 1
+
+
+def test_the_time_limit_of_latency_modules():
+    """``time_limit`` caps the DP; past it the message names the parameter (the method once took none),
+    and every node runs on the CPUs: 4,000 along the path at 10 each (c and e run beside it)."""
+    problem = long_branch(4000, 1e9)
+    found = placement.solve(problem, objective="latency", method="latency-modules", time_limit=1e-3)
+    assert found.message == ("the DP found no plan (the time limit ran out; a larger time_limit lets it finish); "
+                             "every node on the CPUs")
+    assert found.value == 40000.0
+
+
+@st.composite
+def paths(draw) -> tuple:
+    """A path of whole-number times (``None``: unsupported), sizes, costs and a memory bound, the head
+    length, and the mode: plan (calls counted, at most the accelerators), bound, or counted bound."""
+    from placement.problem.module_chain import _Data
+
+    n = draw(st.integers(1, 30))
+    p_acc = [draw(st.one_of(st.none(), st.integers(0, 9).map(float), st.integers(0, 9).map(float)))
+             for _ in range(n)] + [None]
+    p_cpu = [draw(st.one_of(st.none(), st.integers(0, 40).map(float))) for _ in range(n)] + [0.0]
+    cost = [float(draw(st.integers(0, 6))) for _ in range(n + 1)]
+    memory = [float(draw(st.integers(0, 4))) for _ in range(n)] + [0.0]
+    room = float(draw(st.integers(0, 30)))
+    d = _Data(p_acc, p_cpu, memory, cost, room, [[] for _ in range(n + 1)], [[] for _ in range(n + 1)])
+    mode = draw(st.sampled_from(["plan", "bound", "counted"]))
+    if mode != "bound":
+        d.counted, d.limit, d.guests = True, float(draw(st.integers(0, 4))), mode == "counted"
+    return d, list(range(n)), draw(st.integers(0, n)), n
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(paths())
+def test_sliding_minima_give_the_direct_path_dp(case):
+    """On whole numbers (exact sums) the path DP by sliding minima gives the direct DP's least finishing
+    time for every end and count of calls, and calls that take that time."""
+    from placement.problem.module_chain import _middle
+    from placement.problem.path_middle import long_middle
+
+    d, path, h, entry = case
+    direct = _middle(d, path, h, path[h - 1] if h else entry, counted=d.counted)
+    sliding = long_middle(d, path, h, path[h - 1] if h else entry, counted=d.counted)
+    assert [{s: t for s, (t, _c) in row.items()} for row in sliding] == [
+        {s: t for s, (t, _c) in row.items()} for row in direct]
+    for j, row in enumerate(sliding):       # the calls: within the path part, consecutive, and priced as said
+        for s, (t, calls) in row.items():
+            assert all(h <= i < k <= h + j for i, k in calls) and (not d.counted or d.guests or len(calls) == s)

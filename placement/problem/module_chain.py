@@ -88,6 +88,7 @@ from dataclasses import dataclass, field
 from placement.problem.chain_bound import ideal_bitsets
 from placement.problem.instance import Instance
 from placement.problem.memory_fit import LENIENT
+from placement.problem.path_middle import long_middle, middle_steps
 from placement.problem.units import sums_exactly
 
 #: a branch's paths tried for its latest finishing time (beyond it, the others are left out: the
@@ -274,11 +275,18 @@ def _middle(d: _Data, path: list[int], h: int, entry: int, cache: dict | None = 
     """For each end ``j`` (``h ≤ j ≤ len(path)``): the least finishing time of ``path[h:j]`` run from
     time 0 (CPU nodes one after another, or calls of consecutive nodes that receive ``c`` of the node
     before and send ``c`` of their last), with the calls chosen (pairs of path indices), by the number
-    of calls where ``counted`` (at most the accelerators), else under 0."""
+    of calls where ``counted`` (at most the accelerators), else under 0. A path whose calls would take
+    this loop more than :data:`MAX_WORK` steps goes to :func:`~placement.problem.path_middle.long_middle`
+    (the same DP by sliding minima)."""
     key = (id(path), h, counted)
     if cache is not None and key in cache:
         return cache[key]
     L = len(path)
+    if middle_steps(d, path, h) * (min(d.limit, L) + 1 if counted else 1) > MAX_WORK:
+        best = long_middle(d, path, h, entry, counted)    # past the steps the loop below may take
+        if cache is not None:
+            cache[key] = best
+        return best
     best: list[dict[int, tuple[float, tuple]]] = [{0: (0.0, ())}]
     for j in range(h + 1, L + 1):
         v = path[j - 1]
@@ -599,12 +607,12 @@ def _by_calls(points: list[tuple]) -> list[tuple]:
     return [q for n in sorted(groups) for q in _pareto(groups[n])]
 
 
-def module_chain(problem: Instance, plan: bool = False, max_work: int = MAX_WORK,
+def module_chain(problem: Instance, plan: bool = False, max_work: int | None = MAX_WORK,
                  deadline: float | None = None, calls: int | None = None) -> ModuleChain:
     """The lower bound of the module docstring on ``problem``'s single-sample latency (any number of
     calls per accelerator; with ``calls``, the counted bound for at most that many calls per
     accelerator), or with ``plan`` the DP's plan, of at most one call per accelerator, and its value;
-    none past ``max_work`` steps or ``deadline`` (a ``time.perf_counter()`` value)."""
+    none past ``max_work`` steps (``None``: no cap) or ``deadline`` (a ``time.perf_counter()`` value)."""
     if not problem.nodes:
         return ModuleChain(0.0)
     got = _data(problem)
@@ -615,7 +623,7 @@ def module_chain(problem: Instance, plan: bool = False, max_work: int = MAX_WORK
         d.counted, d.limit = True, d.accelerators
     elif calls is not None:
         d.counted, d.limit, d.guests = True, calls * d.accelerators, True
-    d.work_left = max_work
+    d.work_left = math.inf if max_work is None else max_work   # type: ignore[assignment]
     if deadline is not None:
         d.deadline = deadline
     try:

@@ -81,5 +81,5 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     _baseline("latency-chain", "latency_chain", "calls in turn along a few topological orders, by DP", _LATENCY,
               options=("time_limit",)),
     _baseline("latency-modules", "latency_modules", "calls and CPU nodes along the chain of articulation nodes, by DP",
-              _LATENCY),
+              _LATENCY, options=("time_limit",)),
 )}

@@ -13,9 +13,12 @@ of that shape. The latency evaluator has the last word (memory as the model read
 classes, which the DP does not know); where it refuses the plan, every node goes to the CPUs if
 they take every node. It is a plan, not a proof.
 
+The DP runs for at most ``time_limit`` seconds (default :data:`DEFAULT_TIME_LIMIT`), or until
+``deadline`` (a ``time.perf_counter()`` value, as a caller's share of a time limit) where that comes
+first; where it runs out, the message names ``time_limit``.
+
 Takes the two-type catalogue (device types ``accelerator`` and ``cpu``); options other
-than ``objective`` and ``deadline`` (a ``time.perf_counter()`` value past which the DP gives up, as
-a caller's share of a time limit) are ignored.
+than ``objective``, ``time_limit`` and ``deadline`` are ignored.
 """
 
 from __future__ import annotations
@@ -24,11 +27,14 @@ import time
 from typing import Any
 
 from placement.problem.instance import ACCELERATOR, CPU, Instance
-from placement.problem.module_chain import ModuleChain, module_chain
+from placement.problem.module_chain import OUT_OF_TIME, ModuleChain, module_chain
 from placement.plan import Plan
 from placement.solution import Solution
 from placement.solvers.baselines.common import LATENCY, build_plan, check_objective, latency_solution, two_types
 from placement.verification.latency import evaluate_latency
+
+#: seconds the DP may run where no time_limit is given
+DEFAULT_TIME_LIMIT = 60.0
 
 
 def module_plan(problem: Instance, found: ModuleChain) -> Plan:
@@ -44,7 +50,11 @@ def solve_latency_modules(problem: Instance, **options: Any) -> Solution:
     check_objective(options, "latency-modules", LATENCY)
     start = time.perf_counter()
     kinds = two_types(problem, "latency-modules")
-    found = module_chain(problem, plan=True, deadline=options.get("deadline"))
+    time_limit = options.get("time_limit")
+    deadline = start + (DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit))
+    if options.get("deadline") is not None:
+        deadline = min(deadline, options["deadline"])
+    found = module_chain(problem, plan=True, max_work=None, deadline=deadline)
     stats = {"modules": found.modules, "dp_value": found.value}
     if found.value is not None:
         plan = module_plan(problem, found)
@@ -52,6 +62,8 @@ def solve_latency_modules(problem: Instance, **options: Any) -> Solution:
         if evaluation.valid:
             return latency_solution(problem, plan, "latency-modules", start, stats, evaluation=evaluation)
         note = "the DP's plan does not fit the instance (colour classes or memory)"
+    elif found.why == OUT_OF_TIME:
+        note = f"the DP found no plan ({OUT_OF_TIME}; a larger time_limit lets it finish)"
     else:
         note = f"the DP found no plan ({found.why})"
     everything = build_plan(problem, {(CPU, 0): list(range(len(problem.nodes)))})
