@@ -295,3 +295,21 @@ def test_the_bounds_change_no_answer(case):
                      Budget(None))
     assert least_run_sum(units, succ, pred, cost, p_acc, p_cpu, memory, capacity, accelerators,
                          max_cpu_run=cpu_run, bounded=True) == full
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(orders(), st.lists(st.sampled_from([-5.0, -0.5, 0.0, 1.0]), min_size=40, max_size=40))
+def test_numbers_the_bounds_do_not_hold_for_leave_them_out(case, costs):
+    """Negative transfer costs (which no valid instance has) make the bounds no bounds: the DP then
+    runs without them and gives the answer of the DP that tries every run."""
+    from placement.problem.sequential import _accelerator_runs, _cpu_runs, least_sum
+
+    units, succ, pred, _cost, p_acc, p_cpu, memory, capacity, accelerators, cpu_run = case
+    n = len(units)
+    cost = costs[:len(p_acc)]
+    full = least_sum(n, accelerators,
+                     lambda i: _accelerator_runs(units, i, succ, pred, cost, p_acc, memory, capacity),
+                     lambda i: _cpu_runs(units, i, n if cpu_run is None else min(n, i + cpu_run), pred, p_cpu),
+                     Budget(None))
+    assert least_run_sum(units, succ, pred, cost, p_acc, p_cpu, memory, capacity, accelerators,
+                         max_cpu_run=cpu_run, bounded=True) == full

@@ -231,6 +231,10 @@ class RunTable:
                  memory: Sequence[float], capacity: float) -> None:
         walk = [x for unit in order for x in unit]
         place = {x: k for k, x in enumerate(walk)}
+        self.plain = all(len(set(pred[x])) == len(pred[x]) and len(set(succ[x])) == len(succ[x])
+                         and all(u in place for u in pred[x]) and all(w in place for w in succ[x]) for x in walk)
+        if not self.plain:      # repeated edges, or nodes outside the order: the walk's own count decides
+            return
         unit_of = [0] * len(walk)
         self.unit_start = [0] * (len(order) + 1)
         for u, unit in enumerate(order):
@@ -265,8 +269,6 @@ class RunTable:
         self.owner = np.array(owner)
         self.before = np.array(before)
         self.first_step = first_step
-        self.plain = all(len(set(pred[x])) == len(pred[x]) for x in walk) and \
-            all(len(set(succ[x])) == len(succ[x]) for x in walk)
 
     def runs(self, i: int, last: int) -> tuple[list[int], list[float]]:
         """Ends ``j ≤ last`` and durations of the runs ``o_i..o_{j−1}`` within memory, every node supported."""

@@ -165,13 +165,23 @@ def least_run_sum(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]],
     def walk(i: int, last: int = n) -> tuple[list[int], list[float]]:
         return _accelerator_runs(order, i, succ, pred, cost, p_acc, memory, capacity, last)
 
-    if not (n > SMALL if bounded is None else bounded):
+    if not (n > SMALL if bounded is None else bounded) or not _bounds_hold(order, succ, pred, cost, p_acc, p_cpu,
+                                                                          memory):
         return least_sum(n, accelerators, walk, cpu_runs, budget or Budget())
     bounds = run_bounds(order, succ, pred, cost, p_acc, p_cpu, memory, capacity, max(0, min(accelerators, n)),
                         cpu_runs)
     table = RunTable(order, succ, pred, cost, p_acc, memory, capacity)
     return least_sum(n, accelerators, table.runs if table.plain else walk, lambda i: bounds.cpu[i],
                      budget or Budget(), bounds)
+
+
+def _bounds_hold(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
+                 *values: Sequence[float | None]) -> bool:
+    """Whether the bounds apply: every edge of the order's nodes stays within it, and every given number
+    is finite and not negative (as a valid instance's are)."""
+    inside = {x for unit in order for x in unit}
+    return all(w in inside for x in inside for w in list(succ[x]) + list(pred[x])) and \
+        all(v is None or 0.0 <= v < math.inf for seq in values for v in seq)
 
 
 def run_bounds(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
