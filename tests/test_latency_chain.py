@@ -313,3 +313,23 @@ def test_numbers_the_bounds_do_not_hold_for_leave_them_out(case, costs):
                      Budget(None))
     assert least_run_sum(units, succ, pred, cost, p_acc, p_cpu, memory, capacity, accelerators,
                          max_cpu_run=cpu_run, bounded=True) == full
+
+
+def test_the_deadline_holds_while_the_bounds_are_built(monkeypatch):
+    """Building the bounds of a long order takes time of its own (the CPU runs from every start, two
+    sweeps): past the deadline it stops there, before the DP's first run, and says so."""
+    import time
+
+    import placement.problem.sequential as sequential
+    from placement.errors import LimitExceededError
+
+    def not_reached(*args, **kwargs):
+        raise AssertionError("the bounds were built past the deadline")
+
+    monkeypatch.setattr(sequential, "RunTable", not_reached)
+    problem = long_chain(3000, 1000.0)
+    n = len(problem.nodes)
+    args = ([[i] for i in range(n)], problem.successors(), problem.predecessors(), [0.5] * n, [1.0] * n,
+            [10.0] * n, [1.0] * n, 1000.0, 2)
+    with pytest.raises(LimitExceededError, match="^the time limit ran out while the run DP ran; "):
+        least_run_sum(*args, budget=Budget(None, deadline=time.perf_counter() - 1), max_cpu_run=32)

@@ -49,6 +49,9 @@ SLACK = 1e-9
 #: the relative rounding of a difference of two prefix sums of up to 10^6 terms, with room
 PREFIX_ROUNDING = 1e-9
 
+#: units between two calls of the caller's check (its deadline) while the bounds are built
+CHECK_EVERY = 256
+
 #: the CPU runs from a unit: their ends (exclusive) and durations
 RunsFrom = Callable[[int], tuple[list[int], list[float]]]
 
@@ -92,11 +95,12 @@ class _MinQueue:
 class RunBounds:
     """The bounds of the module docstring for an order of ``n`` units and ``k`` accelerators; rows of
     ``rest`` (``B``) and of the tables ``low`` are indexed by the accelerators left (``ROWS + 1``:
-    any number)."""
+    any number). ``check`` is called every :data:`CHECK_EVERY` units while they are built (it raises
+    to stop them: a caller's deadline)."""
 
     def __init__(self, n: int, k: int, unit_acc: Sequence[float | None], unit_memory: Sequence[float],
                  cut: Sequence[float], into: Sequence[float], out_of: Sequence[float], capacity: float,
-                 cpu_runs: RunsFrom, scale: float) -> None:
+                 cpu_runs: RunsFrom, scale: float, check: Callable[[], None] = lambda: None) -> None:
         self.n, self.k = n, k
         self.rows = min(k, ROWS)
         supported = [p is not None for p in unit_acc]
@@ -107,7 +111,12 @@ class RunBounds:
         total_memory = math.fsum(unit_memory)
         sure = _ends(unit_memory, supported, capacity * (1 - 4 * CLEAR) - 4 * PREFIX_ROUNDING * total_memory)
         loose = _ends(unit_memory, supported, capacity * (1 + LENIENT) + 4 * PREFIX_ROUNDING * total_memory)
-        cpu = [cpu_runs(i) for i in range(n)]
+        self.check = check
+        cpu = []
+        for i in range(n):
+            if i % CHECK_EVERY == 0:
+                check()
+            cpu.append(cpu_runs(i))
         upper = self._upper(sure, cut_array, cpu)
         self.threshold = upper + SLACK * (abs(upper) + scale)
         self.into = np.asarray(into, dtype=float)
@@ -122,6 +131,8 @@ class RunBounds:
         U[0, 0] = 0.0
         queue = _MinQueue(R)
         for j in range(n + 1):
+            if j % CHECK_EVERY == 0:
+                self.check()
             if R and j:
                 while (i := queue.oldest()) is not None and ends[i] < j:
                     queue.pop()
@@ -146,6 +157,8 @@ class RunBounds:
         source = list(range(R)) + [R + 1]          # the row a run's end is read in, per row it starts
         queue = _MinQueue(R + 1)
         for i in range(n - 1, -1, -1):
+            if i % CHECK_EVERY == 0:
+                self.check()
             queue.push(i + 1, P[i + 1] + out_of[i + 1] + B[source, i + 1])
             while (j := queue.oldest()) is not None and j > ends[i]:
                 queue.pop()

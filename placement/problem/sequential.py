@@ -168,11 +168,11 @@ def least_run_sum(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]],
     if not (n > SMALL if bounded is None else bounded) or not _bounds_hold(order, succ, pred, cost, p_acc, p_cpu,
                                                                           memory):
         return least_sum(n, accelerators, walk, cpu_runs, budget or Budget())
+    spent = budget or Budget()
     bounds = run_bounds(order, succ, pred, cost, p_acc, p_cpu, memory, capacity, max(0, min(accelerators, n)),
-                        cpu_runs)
+                        cpu_runs, lambda: spent.spend(0))     # the deadline holds while they are built
     table = RunTable(order, succ, pred, cost, p_acc, memory, capacity)
-    return least_sum(n, accelerators, table.runs if table.plain else walk, lambda i: bounds.cpu[i],
-                     budget or Budget(), bounds)
+    return least_sum(n, accelerators, table.runs if table.plain else walk, lambda i: bounds.cpu[i], spent, bounds)
 
 
 def _bounds_hold(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
@@ -187,7 +187,8 @@ def _bounds_hold(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]], 
 def run_bounds(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
                cost: Sequence[float],
                p_acc: Sequence[float | None], p_cpu: Sequence[float | None], memory: Sequence[float],
-               capacity: float, accelerators: int, cpu_runs: RunsFrom) -> RunBounds:
+               capacity: float, accelerators: int, cpu_runs: RunsFrom,
+               check: Callable[[], None] = lambda: None) -> RunBounds:
     """The :class:`~placement.problem.run_bounds.RunBounds` of :func:`least_run_sum`'s order: per unit its
     accelerator time (``None`` where a node has none) and memory, and the transfer cost crossing each
     unit boundary."""
@@ -210,7 +211,7 @@ def run_bounds(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]], pr
         unit_acc.append(None if any(t is None for t in times) else math.fsum(times))  # type: ignore[arg-type]
     unit_memory = [math.fsum(memory[x] for x in unit) for unit in order]
     scale = math.fsum(abs(c) for c in cost) + math.fsum(p for p in list(p_acc) + list(p_cpu) if p is not None)
-    return RunBounds(n, accelerators, unit_acc, unit_memory, cut, into, out_of, capacity, cpu_runs, scale)
+    return RunBounds(n, accelerators, unit_acc, unit_memory, cut, into, out_of, capacity, cpu_runs, scale, check)
 
 
 def _accelerator_runs(order: Sequence[Sequence[int]], i: int, succ: Sequence[Sequence[int]],
