@@ -357,3 +357,15 @@ def test_sliding_minima_give_the_direct_path_dp(case):
     for j, row in enumerate(sliding):       # the calls: within the path part, consecutive, and priced as said
         for s, (t, calls) in row.items():
             assert all(h <= i < k <= h + j for i, k in calls) and (not d.counted or d.guests or len(calls) == s)
+
+
+def test_the_step_limit_names_the_time_limit(monkeypatch):
+    """Without a time limit the DP stops after a fixed number of steps (3 here), and the message says
+    which parameter lets it run on; with one, the steps do not stop it."""
+    import placement.solvers.baselines.latency_modules as latency_modules
+
+    monkeypatch.setattr(latency_modules, "MAX_WORK", 3)
+    found = solve_latency_modules(two_branches())
+    assert found.message == ("the DP found no plan (more than 3 steps; a time_limit lets it run past them); "
+                             "every node on the CPUs")
+    assert solve_latency_modules(two_branches(), time_limit=60.0).message == ""

@@ -13,9 +13,10 @@ of that shape. The latency evaluator has the last word (memory as the model read
 classes, which the DP does not know); where it refuses the plan, every node goes to the CPUs if
 they take every node. It is a plan, not a proof.
 
-The DP runs for at most ``time_limit`` seconds (default :data:`DEFAULT_TIME_LIMIT`), or until
-``deadline`` (a ``time.perf_counter()`` value, as a caller's share of a time limit) where that comes
-first; where it runs out, the message names ``time_limit``.
+With ``time_limit`` (seconds) the DP runs until it ends or the limit passes; without, until its
+:data:`~placement.problem.module_chain.MAX_WORK` steps are spent. Either way it stops at ``deadline``
+(a ``time.perf_counter()`` value, as a caller's share of a time limit) where that comes first; where
+it stops, the message names ``time_limit``.
 
 Takes the two-type catalogue (device types ``accelerator`` and ``cpu``); options other
 than ``objective``, ``time_limit`` and ``deadline`` are ignored.
@@ -27,14 +28,11 @@ import time
 from typing import Any
 
 from placement.problem.instance import ACCELERATOR, CPU, Instance
-from placement.problem.module_chain import OUT_OF_TIME, ModuleChain, module_chain
+from placement.problem.module_chain import MAX_WORK, OUT_OF_TIME, ModuleChain, module_chain
 from placement.plan import Plan
 from placement.solution import Solution
 from placement.solvers.baselines.common import LATENCY, build_plan, check_objective, latency_solution, two_types
 from placement.verification.latency import evaluate_latency
-
-#: seconds the DP may run where no time_limit is given
-DEFAULT_TIME_LIMIT = 60.0
 
 
 def module_plan(problem: Instance, found: ModuleChain) -> Plan:
@@ -51,10 +49,10 @@ def solve_latency_modules(problem: Instance, **options: Any) -> Solution:
     start = time.perf_counter()
     kinds = two_types(problem, "latency-modules")
     time_limit = options.get("time_limit")
-    deadline = start + (DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit))
-    if options.get("deadline") is not None:
-        deadline = min(deadline, options["deadline"])
-    found = module_chain(problem, plan=True, max_work=None, deadline=deadline)
+    deadline = options.get("deadline")
+    if time_limit is not None:
+        deadline = start + float(time_limit) if deadline is None else min(deadline, start + float(time_limit))
+    found = module_chain(problem, plan=True, max_work=MAX_WORK if time_limit is None else None, deadline=deadline)
     stats = {"modules": found.modules, "dp_value": found.value}
     if found.value is not None:
         plan = module_plan(problem, found)
@@ -64,6 +62,8 @@ def solve_latency_modules(problem: Instance, **options: Any) -> Solution:
         note = "the DP's plan does not fit the instance (colour classes or memory)"
     elif found.why == OUT_OF_TIME:
         note = f"the DP found no plan ({OUT_OF_TIME}; a larger time_limit lets it finish)"
+    elif time_limit is None and found.why.endswith(" steps"):
+        note = f"the DP found no plan ({found.why}; a time_limit lets it run past them)"
     else:
         note = f"the DP found no plan ({found.why})"
     everything = build_plan(problem, {(CPU, 0): list(range(len(problem.nodes)))})
