@@ -369,3 +369,30 @@ def test_the_step_limit_names_the_time_limit(monkeypatch):
     assert found.message == ("the DP found no plan (more than 3 steps; a time_limit lets it run past them); "
                              "every node on the CPUs")
     assert solve_latency_modules(two_branches(), time_limit=60.0).message == ""
+
+
+def test_the_steps_count_the_options_filtered_per_latest_finish(monkeypatch):
+    """A module around a chain of 2,000 nodes (a skip from its first node to its last; memory never binds): its
+    heads and tails are some 2·10^6 pairs, whose options the DP filters once per latest finish, as many. Once the
+    path DP took one step per node, that filtering, uncounted, was the DP's work: 15.6 million options filtered
+    under a limit of 10^6 steps (8 s; a 4,000-node chain ran 123 s before it fell back to the CPUs, where the
+    direct path DP had stopped in 1.4 s). A step is now counted per four options filtered, so the DP stops within
+    its steps, with no plan, as before."""
+    import placement.problem.module_chain as chain
+
+    n = 2000
+    nodes = [Node(i, f"x{i}", (1.0, 10.0), 1.0, False, None, 0.5) for i in range(n + 3)]
+    edges = [Edge(i, i + 1) for i in range(n)] + [Edge(0, n + 1), Edge(n + 1, n), Edge(n, n + 2)]
+    problem = Instance(tuple(nodes), tuple(edges), (DeviceType(ACCELERATOR, 4, 1e9), DeviceType(CPU, 1, math.inf,
+                                                                                               False)), name="skip")
+    filtered = [0]
+    by_calls = chain._by_calls
+
+    def counted(points):
+        filtered[0] += len(points)
+        return by_calls(points)
+
+    monkeypatch.setattr(chain, "_by_calls", counted)
+    found = module_chain(problem, plan=True, max_work=10 ** 6)
+    assert (found.value, found.why) == (None, "more than 1,000,000 steps")
+    assert filtered[0] <= 4 * 10 ** 6

@@ -357,18 +357,25 @@ def _options(d: _Data, br: _Branch, a: int, b: int, entry: str, exit_: str, head
         found = _set_options(d, br, a, b, entry, exit_, head_any, tail_full, exact, cache)
         if found is not None or exact:
             return found or []
+    heads: list[float] = [0.0]    # the sums of the heads and of the tails by length, summed as the nodes come
+    tails: dict[int, float] = {}
     for h, t, head_memory, tail_memory in _heads_and_tails(d, main, entry, exit_):
         if h == 0 and not head_any or t == L - h and h == 0 and exit_ == "call" and not tail_full:
             continue
+        d.spend(1)   # a pair of a head and a tail: up to L²/2 on a path of L nodes that memory does not cut short
         ends = _middle(d, main, h, main[h - 1] if h else a, cache, counted=d.counted)[L - t - h]
         if not ends:
             continue
         add = 0.0
+        while len(heads) <= h:
+            heads.append(heads[-1] + d.p_acc[main[len(heads) - 1]])   # type: ignore[operator]
         if h:
-            add += sum(d.p_acc[v] for v in main[:h]) + d.cost[main[h - 1]]   # type: ignore[misc]
+            add += heads[h] + d.cost[main[h - 1]]
         if exit_ == "call":
             if t:
-                add += sum(d.p_acc[v] for v in main[L - t:])   # type: ignore[misc]
+                if t not in tails:
+                    tails[t] = sum(d.p_acc[v] for v in main[L - t:])   # type: ignore[misc]
+                add += tails[t]
                 if L - t - 1 >= 0:
                     add += d.cost[main[L - t - 1]]
             elif L:
@@ -583,6 +590,9 @@ def _module(d: _Data, branches: list[_Branch], a: int, b: int, entry: str, exit_
                 # constant time (a tuple copied per merge made modules of many branches quadratic)
                 merged: list[tuple] = [(0.0, 0.0, 0.0, 0, None)]
                 for opts in options:
+                    # a step per four options filtered (a step of the merge below costs about as much): one
+                    # filter per latest finish, as many as the options where the heads and tails are many
+                    d.spend(len(opts) // 4)
                     fitting = _by_calls([(o.add, o.head_memory, o.tail_memory, o.calls, o.choice)
                                          for o in opts if o.r <= latest])
                     if not fitting:
