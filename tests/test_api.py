@@ -583,12 +583,17 @@ def test_result_from_json_refuses_stats_that_are_no_object():
                                                                 "(7.5) and 'bound' (6.0), whose relative gap is 0.2"),
 ])
 def test_result_from_json_refuses_records_that_contradict_themselves(edit, why):
+    assert _refusal_of_edited(edit) == why
+
+
+def _refusal_of_edited(edit) -> str:
+    """What Result.from_json says of CHAIN4's optimal result document with ``edit`` made to it."""
     document = placement.solve(CHAIN4).to_json()
     assert (document["status"], document["objective"], document["bound"]) == ("optimal", 7.5, 7.5)
     edit(document)
     with pytest.raises(placement.InvalidPlanError) as caught:
         placement.Result.from_json(document)
-    assert str(caught.value) == why
+    return str(caught.value)
 
 
 @pytest.mark.parametrize("edit,why", [
@@ -643,12 +648,7 @@ def test_result_from_json_refuses_records_that_contradict_themselves(edit, why):
 def test_result_from_json_refuses_hand_edited_values_no_result_holds(edit, why):
     """Each edit was read: a verdict of {} as an unverified plan, a missing gap as none, a negative time or load as
     it stands, maxLoad and the backward record as anything at all (to_json then wrote them otherwise)."""
-    document = placement.solve(CHAIN4).to_json()
-    assert (document["status"], document["objective"], document["bound"]) == ("optimal", 7.5, 7.5)
-    edit(document)
-    with pytest.raises(placement.InvalidPlanError) as caught:
-        placement.Result.from_json(document)
-    assert str(caught.value) == why
+    assert _refusal_of_edited(edit) == why
 
 
 def test_result_from_json_keeps_the_split_of_a_plan_that_records_no_backward():

@@ -285,9 +285,13 @@ def orders(draw) -> tuple:
 def test_the_bounds_change_no_answer(case):
     """The DP with its bounds gives the least sum and the runs, ties and all, of the DP that tries
     every run from every start (one node joined at a time)."""
+    _bounded_is_every_run(*case)
+
+
+def _bounded_is_every_run(units, succ, pred, cost, p_acc, p_cpu, memory, capacity, accelerators, cpu_run) -> None:
+    """The run DP with its bounds gives what the DP that tries every run from every start gives."""
     from placement.problem.sequential import _accelerator_runs, _cpu_runs, least_sum
 
-    units, succ, pred, cost, p_acc, p_cpu, memory, capacity, accelerators, cpu_run = case
     n = len(units)
     full = least_sum(n, accelerators,
                      lambda i: _accelerator_runs(units, i, succ, pred, cost, p_acc, memory, capacity),
@@ -302,17 +306,8 @@ def test_the_bounds_change_no_answer(case):
 def test_numbers_the_bounds_do_not_hold_for_leave_them_out(case, costs):
     """Negative transfer costs (which no valid instance has) make the bounds no bounds: the DP then
     runs without them and gives the answer of the DP that tries every run."""
-    from placement.problem.sequential import _accelerator_runs, _cpu_runs, least_sum
-
-    units, succ, pred, _cost, p_acc, p_cpu, memory, capacity, accelerators, cpu_run = case
-    n = len(units)
-    cost = costs[:len(p_acc)]
-    full = least_sum(n, accelerators,
-                     lambda i: _accelerator_runs(units, i, succ, pred, cost, p_acc, memory, capacity),
-                     lambda i: _cpu_runs(units, i, n if cpu_run is None else min(n, i + cpu_run), pred, p_cpu),
-                     Budget(None))
-    assert least_run_sum(units, succ, pred, cost, p_acc, p_cpu, memory, capacity, accelerators,
-                         max_cpu_run=cpu_run, bounded=True) == full
+    units, succ, pred, _cost, p_acc, *rest = case
+    _bounded_is_every_run(units, succ, pred, costs[:len(p_acc)], p_acc, *rest)
 
 
 def test_the_deadline_holds_while_the_bounds_are_built(monkeypatch):

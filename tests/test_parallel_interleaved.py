@@ -11,6 +11,7 @@ import json
 import math
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
@@ -110,6 +111,12 @@ def test_five_node_chain_by_hand():
     assert result.megatron["pipeline"] == 2 and result.megatron["virtual_pipeline"] == 2
 
 
+def _standing(clock: list[float]) -> SimpleNamespace:
+    """A stand-in for the time module whose perf_counter reads ``clock[0]``: it stands still where a test
+    does not move it."""
+    return SimpleNamespace(perf_counter=lambda: clock[0])
+
+
 def test_the_runtime_counts_the_time_per_batch_of_the_plan(monkeypatch):
     """The plan's time per batch (a longest path over every task of the batch: 0.5 s on the published ResNet)
     was computed after the runtime was read, so a call reported 5.00 s and took 5.5."""
@@ -122,10 +129,7 @@ def test_the_runtime_counts_the_time_per_batch_of_the_plan(monkeypatch):
         clock[0] += 100.0
         return counted(instance, plan)
 
-    class Clock:
-        @staticmethod
-        def perf_counter():
-            return clock[0]
+    Clock = _standing(clock)
 
     monkeypatch.setattr(interleaved, "time", Clock)
     monkeypatch.setattr(interleaved, "interleaved_time_per_batch", slow)
@@ -181,10 +185,7 @@ def test_the_search_leaves_the_layout_its_share_of_the_time_limit(monkeypatch, o
         deadlines.append(deadline)
         return layout(instance, plan)
 
-    class Clock:
-        @staticmethod
-        def perf_counter():
-            return clock[0]
+    Clock = _standing(clock)
 
     monkeypatch.setattr(interleaved, "time", Clock)
     monkeypatch.setattr(interleaved_chain, "solve_chain", slow_chain)
@@ -233,10 +234,7 @@ def test_a_shape_the_chain_dp_leaves_open_past_the_deadline_does_not_go_to_cpsat
 
     clock = [0.0]
 
-    class Clock:
-        @staticmethod
-        def perf_counter():
-            return clock[0]
+    Clock = _standing(clock)
 
     def slow_chain(*args, **kwargs):
         clock[0] += 10.0
@@ -270,10 +268,7 @@ def test_cpsat_is_not_started_where_its_import_would_end_past_the_search(monkeyp
 
     clock, started = [0.0], []
 
-    class Clock:
-        @staticmethod
-        def perf_counter():
-            return clock[0]
+    Clock = _standing(clock)
 
     def slow_chain(*args, **kwargs):
         clock[0] += 4.2
