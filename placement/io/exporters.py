@@ -756,12 +756,10 @@ def _send_contiguous(graph: Any, movable: list[Any], stage: dict[Any, int]) -> l
 
     import torch
 
-    from placement.torch.contiguity import memory_order
+    from placement.torch.contiguity import laid_out_apart, memory_order
 
     def strided(n: Any) -> bool:
-        example = n.meta.get("val")
-        return (isinstance(example, torch.Tensor) and example.layout == torch.strided
-                and not example.is_contiguous())
+        return laid_out_apart(n.meta.get("val"))
 
     def add(after: Any, target: Any, args: tuple, kwargs: dict, example: Any, s: int) -> Any:
         with graph.inserting_after(after):

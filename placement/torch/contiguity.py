@@ -70,6 +70,12 @@ def traced_layout(x: Any, stride: tuple[int, ...]) -> Any:
     return _TracedLayout.apply(x, stride)
 
 
+def laid_out_apart(example: Any) -> bool:
+    """Whether ``example`` (a traced value, ``node.meta["val"]``) is a dense tensor laid out non-contiguous in
+    memory: a transpose, an RNN's batch-first output. A sparse tensor is not one (it is refused as such)."""
+    return isinstance(example, torch.Tensor) and example.layout == torch.strided and not example.is_contiguous()
+
+
 def memory_order(stride: tuple[int, ...]) -> list[int]:
     """The dimensions of a tensor of strides ``stride`` in the order they lie in memory, outermost first
     (largest stride first; ties in dimension order)."""

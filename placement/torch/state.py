@@ -298,7 +298,7 @@ def non_contiguous_reads(program: Any, pg: Any) -> list[tuple[int, int]]:
     contiguous`` at the first step): the split points leave the model's layout as it is, where
     ``pipe_split_module`` sends such a value contiguous. Sparse values are not listed: they are refused as
     such (the ``sparse_values`` colour classes)."""
-    import torch
+    from placement.torch.contiguity import laid_out_apart
 
     node_of = {op.name: v for v in range(len(pg.nodes)) for op in pg.node_ops(v)}
     pairs: set[tuple[int, int]] = set()
@@ -307,9 +307,7 @@ def non_contiguous_reads(program: Any, pg: Any) -> list[tuple[int, int]]:
         if v is None:
             continue
         for value in reader.all_input_nodes:
-            example = value.meta.get("val")
-            if (value.op != "call_function" or not isinstance(example, torch.Tensor)
-                    or example.layout != torch.strided or example.is_contiguous()):   # sparse: a refusal of its own
+            if value.op != "call_function" or not laid_out_apart(value.meta.get("val")):   # sparse: refused apart
                 continue
             u = node_of.get(_operator_of(value).name)
             if u is not None and u != v:
