@@ -626,6 +626,9 @@ def _refusal_of_edited(edit) -> str:
     (lambda d: d.update(status="feasible", bound=-1.0, gap=8.5 / 7.5), "field 'bound' must not be negative, got -1.0"),
     (lambda d: d["devices"][0].update(load=-7.5), "devices[0].load: must not be negative, got -7.5"),
     (lambda d: d["devices"][1].update(memory=-1), "devices[1].memory: must not be negative, got -1"),
+    # a device's memory is the bytes its nodes hold, always a number: null was read as 0 bytes
+    (lambda d: d["devices"][1].update(memory=None), "devices[1].memory: must be a number (the bytes the device's "
+                                                    "nodes hold), got null"),
     (lambda d: d["verified"].update(value=-7.5), "verified.value: must not be negative, got -7.5"),
     # the gap is derived from the objective and the bound: a plan with both has one, a document without a plan none
     (lambda d: d.pop("gap"), "field 'gap' must be a number where fields 'objective' (7.5) and 'bound' (7.5) are "
