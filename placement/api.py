@@ -200,13 +200,14 @@ def _verify_parallel(instance: Any, plan: Any, ledger: bool) -> Any:
     from placement.errors import InvalidPlanError
     from placement.io.plans import another_name
     from placement.parallel.result import ParallelResult
-    from placement.simulation.parallel import read_parallel_plan
+    from placement.simulation.parallel import read_parallel_plan, recorded_forward_share
     from placement.verification.parallel_check import check_parallel_plan, refuted_claims
 
     if isinstance(plan, (str, PathLike)):   # read once: the plan and the claims of its record
         plan = load_json(plan, InvalidPlanError)   # its errors name the file
     parallel_plan, devices, plan_memory = read_parallel_plan(plan)
-    verified = check_parallel_plan(instance, parallel_plan, devices=devices, memory=plan_memory, ledger=ledger)
+    verified = check_parallel_plan(instance, parallel_plan, devices=devices, memory=plan_memory, ledger=ledger,
+                                   forward_share=recorded_forward_share(plan))
     if isinstance(plan, ParallelResult):
         record: Any = plan.to_json()
     else:
@@ -297,7 +298,8 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     plan records (a ``ParallelResult`` or a plan file records them; a bare ``ParallelPlan`` is checked on
     the instance's): :func:`placement.simulation.parallel.simulate_parallel`, with ``schedule`` (default
     the plan's), ``microbatches`` (default the instance's ``mbsInBatch``), ``chunks``,
-    ``forward_share`` (default 1/3), ``allreduce`` (default ``ring``) and ``unit_scale`` (default 1); it
+    ``forward_share`` (default the one the plan records its time per batch was timed with, else 1/3),
+    ``allreduce`` (default ``ring``) and ``unit_scale`` (default 1); it
     returns a :class:`placement.simulation.parallel.ParallelSimulation`. Those four options apply to Piper
     instances only, and ``comm``, ``w_fraction``, ``engine``, the device overrides, ``memory_limit`` and
     ``keep_tasks`` to the others only: each is ``None`` where not given and takes its
@@ -320,9 +322,16 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
         if unused is not None:
             raise InvalidParameterError(unused, "does not apply to a Piper instance (its plans run data- and "
                                                 "tensor-parallel stages)")
-        from placement.simulation.parallel import FORWARD_SHARE, RING, read_parallel_plan, simulate_parallel
+        from placement.errors import InvalidPlanError
+        from placement.jsonfile import load_json
+        from placement.simulation.parallel import (FORWARD_SHARE, RING, read_parallel_plan, recorded_forward_share,
+                                                   simulate_parallel)
 
+        if isinstance(plan, (str, PathLike)):   # read once: the plan and the share its record was timed with
+            plan = load_json(plan, InvalidPlanError)   # its errors name the file
         parallel_plan, devices, plan_memory = read_parallel_plan(plan)
+        if forward_share is None:
+            forward_share = recorded_forward_share(plan)
         return simulate_parallel(loaded, parallel_plan, schedule=schedule, chunks=chunks, microbatches=microbatches,
                                  forward_share=FORWARD_SHARE if forward_share is None else forward_share,
                                  allreduce=RING if allreduce is None else allreduce,

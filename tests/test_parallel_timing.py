@@ -502,6 +502,52 @@ def test_solve_takes_the_forward_share_of_a_piper_solve():
         placement.solve(Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json", forward_share=0.5)
 
 
+def test_a_plan_keeps_the_forward_share_it_was_solved_at(tmp_path, capsys):
+    """The chain of test_forward_share_moves_gpipe_but_not_a_single_stage, each node alone on a device (the
+    memory holds one node's 10 bytes): GPipe at φ = 1/2 takes 89, at φ = 1/3 93. By hand, φ = 1/3: stage 0
+    sends 6 sync bytes back (bandwidth 1), F0 = 2 + 6 = 8, B0 = 6 + 4 = 10; stage 1 F1 = 17/3, B1 = 34/3.
+    Stage 0's forwards end 8, 16, 24, 32, stage 1's 13.67, 21.67, 29.67, 37.67 and its backwards 49, 60.33,
+    71.67, 83; stage 0's backwards 49–59, 60.33–70.33, 71.67–81.67, 83–93. A plan solved at φ = 1/2 claims 89; its
+    file and result record that share, so that simulate and verify time the batch it was solved for (they
+    took 1/3, simulate reported 93 and verify refuted the plan's claim of 89), unless given another."""
+    instance = chain([6, 17], m=4, sync_bw=[6, 0], resident=[10.0, 10.0])
+    result = placement.solve(instance, schedule="gpipe", devices=2, memory=10.0, forward_share=0.5)
+    assert [(s.nodes, s.d, s.t) for s in result.plan.stages] == [((0,), 1, 1), ((1,), 1, 1)]
+    assert (result.time_per_batch, result.forward_share) == (89.0, 0.5)
+    document = json.loads(json.dumps(result.to_json()))
+    assert document["forwardShare"] == 0.5
+    for plan in (result, document):
+        run = placement.simulate(instance, plan)
+        assert (run.time_per_batch, run.forward_share) == (89.0, 0.5)
+        assert placement.simulate(instance, plan, forward_share=1 / 3).time_per_batch == 93.0
+        verified = placement.verify(instance, plan)
+        assert (verified.time_per_batch, verified.forward_share, verified.notes) == (89.0, 0.5, ())
+    assert placement.verify(instance, {**document, "timePerBatch": 93.0}).notes == (
+        "the plan file claims timePerBatch 93.0 (time per batch); the verified one is 89.0",)
+    with pytest.raises(InvalidPlanError, match=r"^the plan's 'forwardShare' must be a number from 0 to 1 \(the "
+                                               r"forward's share of each node's time per sample\), not 1.5$"):
+        placement.simulate(instance, {**document, "forwardShare": 1.5})
+    # a plan that records none (written before the share was recorded) is timed at 1/3
+    assert placement.simulate(instance, {k: v for k, v in document.items() if k != "forwardShare"}
+                              ).time_per_batch == 93.0
+    # the command line: solve --forward-share --out, then simulate and verify the file
+    from placement.cli import main
+
+    path, plan = tmp_path / "chain.json", tmp_path / "plan.json"
+    path.write_text(json.dumps(instance.to_json()))
+    assert main(["solve", str(path), "--schedule", "gpipe", "--devices", "2", "--memory", "10", "--forward-share",
+                 "0.5", "--quiet", "--out", str(plan)]) == 0
+    assert json.loads(plan.read_text())["forwardShare"] == 0.5
+    capsys.readouterr()
+    assert main(["simulate", str(path), str(plan), "--json"]) == 0
+    simulated = json.loads(capsys.readouterr().out)
+    assert (simulated["time_per_batch"], simulated["forward_share"]) == (89.0, 0.5)
+    assert main(["verify", str(path), str(plan)]) == 0
+    out = capsys.readouterr().out
+    assert "time per batch 89  (one batch simulated under gpipe, forward share 0.5, Piper's all-reduce)\n" in out
+    assert "note:" not in out
+
+
 def test_the_layout_stops_at_its_deadline(monkeypatch):
     """Two stages of one replica, GPipe, m = 4: 16 tasks, laid out 4 at a time under a deadline. The clock, read
     before each rank's orders (0, 1) and before each slice (2, 3, 4), passes the deadline 3.5 with 8 of the

@@ -20,7 +20,8 @@ def add_parallel_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--chunks", type=positive_int, metavar="V",
                        help="model chunks per pipeline rank under --schedule interleaved (default: the plan's)")
     group.add_argument("--forward-share", dest="forward_share", type=fraction, default=None, metavar="F",
-                       help="share of each node's time per sample that is forward work (default 1/3)")
+                       help="share of each node's time per sample that is forward work (default: the one the "
+                            "plan file records it was solved with, else 1/3)")
     group.add_argument("--allreduce", choices=("ring", "piper"),
                        help="data-parallel gradient sync: ring, 2(d-1)/d of the parameters per replica "
                             "(default), or piper, Piper's 4(d-1)/d")

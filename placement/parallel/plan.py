@@ -30,7 +30,8 @@ SCHEDULES = ("piper", "1f1b", "gpipe", "interleaved")
 #: the fields of a plan document (:meth:`placement.parallel.result.ParallelResult.to_json` writes them all); the
 #: reader ignores other fields (a benchmark's record carries its own) unless they are misspellings of these
 DOCUMENT_FIELDS = ("format", "instance", "status", "schedule", "objective", "devices", "memory", "value", "bound",
-                   "gap", "timePerBatch", "devicesUsed", "stages", "megatron", "message", "runtime_s", "chunks")
+                   "gap", "timePerBatch", "forwardShare", "devicesUsed", "stages", "megatron", "message", "runtime_s",
+                   "chunks")
 #: the fields of a stage of a plan document, read as :data:`DOCUMENT_FIELDS` are
 STAGE_FIELDS = ("nodes", "d", "t", "tmpcs", "deviceType", "timePerSample", "memory", "inFlight", "group", "chunk")
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from placement.parallel.plan import ParallelPlan
+from placement.parallel.timing import FORWARD_SHARE
 from placement.result import Status
 
 if TYPE_CHECKING:
@@ -28,7 +29,9 @@ class ParallelResult:
     lower bound on it; ``time_per_batch``: the plan's exact time per batch under the schedule
     (``piper``: the 1F1B order), whatever the objective; ``megatron``: the hand-off (:mod:`.handoff`);
     ``chunks``: the model chunks per device group the schedule was solved for (1 but under ``interleaved``),
-    known with or without a plan; ``instance``: the name of the instance solved (its file's stem)."""
+    known with or without a plan; ``instance``: the name of the instance solved (its file's stem);
+    ``forward_share``: the forward's share of each node's time per sample that ``time_per_batch`` (and the
+    ``time-per-batch`` objective) was timed with, which the plan document records as ``forwardShare``."""
 
     status: Status
     plan: ParallelPlan | None
@@ -46,6 +49,7 @@ class ParallelResult:
     batch_time: float | None = None
     chunks: int = 1
     instance: str = ""
+    forward_share: float = FORWARD_SHARE
 
     def __hash__(self) -> int:   # over the fields that hash (equal results have equal ones); the dicts do not
         devices = tuple(sorted(self.devices.items())) if isinstance(self.devices, dict) else self.devices
@@ -80,7 +84,7 @@ class ParallelResult:
         return {"format": PLAN_FORMAT, "instance": self.instance, "status": str(self.status),
                 "schedule": self.schedule, "objective": self.objective, "devices": self.devices, "memory": self.memory,
                 "value": finite(self.value), "bound": finite(self.bound), "gap": self.gap,
-                "timePerBatch": finite(self.time_per_batch),
+                "timePerBatch": finite(self.time_per_batch), "forwardShare": self.forward_share,
                 "devicesUsed": None if self.plan is None else self.plan.devices, "stages": stages,
                 "megatron": self.megatron, "message": self.message, "runtime_s": self.runtime_s,
                 **({"chunks": chunks} if chunks != 1 else {})}   # the same keys with a plan and without

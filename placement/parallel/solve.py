@@ -170,7 +170,8 @@ def _solved(instance: PiperInstance, *, devices: int | dict[str, int] | str | No
             except LimitExceededError as exc:      # a batch too long to lay out as a task graph, or the time limit
                 found.stats["time_per_batch"] = f"not computed: {exc}"
         return ParallelResult(status, plan, value, bound, devices, memory, schedule, evaluation, handoff,
-                              time.perf_counter() - started, message, found.stats, batch_time=batch)
+                              time.perf_counter() - started, message, found.stats, batch_time=batch,
+                              forward_share=forward_share)
 
     stopped = found.stats.get("out_of_time")
     if stopped and found.plan is None:
@@ -263,7 +264,7 @@ def _solve_time_per_batch(instance: PiperInstance, reachable, devices, memory, s
         handoff = megatron_config(instance, plan) if plan is not None else None
         return ParallelResult(status, plan, value, bound, devices, memory, schedule, evaluation, handoff,
                               time.perf_counter() - started, message, found.stats, "time-per-batch",
-                              value if plan is not None else None)
+                              value if plan is not None else None, forward_share=forward_share)
 
     if found.plan is None:
         reason = found.stats["dp"].get("reason") or _why_no_plan(instance, reachable, schedule, max_sets)

@@ -52,7 +52,8 @@ def format_parallel_verification(instance: PiperInstance, verified: ParallelVeri
     if verified.valid:
         unit = "device group" if verified.chunks > 1 else "stage"
         lines.append(f"largest {unit} time per sample {cell(verified.value)}  (the evaluator's, Piper's objective)")
-        batch = (f"{cell(verified.time_per_batch)}  (one batch simulated under {verified.schedule}, Piper's "
+        share = f", forward share {verified.forward_share:.6g}" if verified.forward_share != 1.0 / 3.0 else ""
+        batch = (f"{cell(verified.time_per_batch)}  (one batch simulated under {verified.schedule}{share}, Piper's "
                  "all-reduce)" if verified.time_per_batch is not None else f"-  ({verified.batch_note})")
         lines.append(f"time per batch {batch}")
     lines += verdict_lines(tuple(verified.violations))   # the first few, as for every other plan

@@ -274,6 +274,29 @@ def read_parallel_plan(source: Any) -> tuple[Any, Any, float | None]:
     return plan, devices, memory
 
 
+def recorded_forward_share(source: Any) -> float | None:
+    """The forward share ``source`` records its time per batch was timed with (a
+    :class:`placement.parallel.result.ParallelResult`'s, or the ``forwardShare`` of a plan document or of the
+    plan of a record, as :func:`read_parallel_plan` reads them), or ``None`` where it records none (a bare
+    :class:`ParallelPlan`, a document written without one); :class:`InvalidPlanError` for a recorded share
+    that is no number from 0 to 1."""
+    from placement.parallel.result import ParallelResult
+
+    if isinstance(source, ParallelResult):
+        return source.forward_share
+    if not isinstance(source, Mapping):
+        return None
+    doc = source.get("plan", source)
+    record = doc if isinstance(doc, Mapping) else source
+    share = record.get("forwardShare", source.get("forwardShare"))
+    if share is None:
+        return None
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+        raise InvalidPlanError(f"the plan's 'forwardShare' must be a number from 0 to 1 (the forward's share of "
+                               f"each node's time per sample), not {json_value_text(share)}")
+    return float(share)
+
+
 def _shown(value: Any) -> str:
     """A recorded value as a message shows it, as JSON spells it (``null``, ``true``; an object with its entries,
     which say which count is wrong)."""
@@ -454,4 +477,5 @@ class _Run:
         return [kinds[t] for t in self.order[(rank, r)]]
 
 
-__all__ = ["FORWARD_SHARE", "ParallelSimulation", "ParallelStageResult", "ReplicaResult", "simulate_parallel"]
+__all__ = ["FORWARD_SHARE", "ParallelSimulation", "ParallelStageResult", "ReplicaResult", "recorded_forward_share",
+           "simulate_parallel"]

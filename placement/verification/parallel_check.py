@@ -38,7 +38,8 @@ CLAIM_TOLERANCE = 1e-9
 class ParallelVerification:
     """The verdict on a parallel plan. ``value``: the largest stage (interleaved: device group) time per
     sample as evaluated; ``time_per_batch``: one batch simulated under ``schedule`` with Piper's
-    all-reduce (``None`` for an invalid plan, or where it could not run: ``batch_note`` says why);
+    all-reduce and ``forward_share`` the forward's share of each node's time per sample (``None`` for an
+    invalid plan, or where it could not run: ``batch_note`` says why);
     ``ledger``: the communication ledger (``None`` unless asked for, and for an invalid plan);
     ``report``: the evaluator's full figures, for renderers (not written to JSON)."""
 
@@ -53,6 +54,7 @@ class ParallelVerification:
     batch_note: str = ""
     ledger: ParallelLedger | None = None
     notes: tuple[str, ...] = ()   # claims of the plan's record that the check refutes
+    forward_share: float = 1.0 / 3.0   # the simulator's default, unless the plan records another
     report: ParallelEvaluation | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -71,6 +73,7 @@ class ParallelVerification:
         return strict_json({"valid": self.valid, "value": self.value, "violations": list(self.violations),
                             "schedule": self.schedule, "chunks": self.chunks, "devices": self.devices,
                             "memory": self.memory, "time_per_batch": self.time_per_batch,
+                            "forward_share": self.forward_share,
                             "batch_note": self.batch_note or None, "stages": stages, "ledger": ledger,
                             "notes": list(self.notes)})
 
@@ -115,29 +118,32 @@ def evaluate_plan(instance: PiperInstance, plan: Any, *, devices: Any = None, me
 
 
 def check_parallel_plan(instance: PiperInstance, plan: Any, *, devices: Any = None, memory: float | None = None,
-                        ledger: bool = False) -> ParallelVerification:
+                        ledger: bool = False, forward_share: float | None = None) -> ParallelVerification:
     """The verdict on ``plan`` (a :class:`placement.parallel.plan.ParallelPlan`) on ``devices`` devices (a
-    count, or counts per device type) of ``memory`` bytes, by default the instance's (module docstring)."""
+    count, or counts per device type) of ``memory`` bytes, by default the instance's (module docstring); its
+    batch timed with ``forward_share`` (the one the plan was solved with; default the simulator's, 1/3)."""
+    share = ParallelVerification.forward_share if forward_share is None else forward_share
     refusal = typed_counts_refusal(instance, devices, memory)
     if refusal:
-        return ParallelVerification(False, None, (refusal,), plan.schedule, plan.chunks, devices, memory, None)
+        return ParallelVerification(False, None, (refusal,), plan.schedule, plan.chunks, devices, memory, None,
+                                    forward_share=share)
     evaluation = evaluate_plan(instance, plan, devices=devices, memory=memory)
     if not evaluation.ok:
         return ParallelVerification(False, evaluation.value, evaluation.violations, plan.schedule, plan.chunks,
-                                    devices, memory, None, report=evaluation)
-    batch, note = _simulated_batch(instance, plan)
+                                    devices, memory, None, forward_share=share, report=evaluation)
+    batch, note = _simulated_batch(instance, plan, share)
     traffic = parallel_ledger(instance, plan, [s.time_per_sample for s in evaluation.stages]) if ledger else None
     return ParallelVerification(True, evaluation.value, (), plan.schedule, plan.chunks, devices, memory, batch,
-                                batch_note=note, ledger=traffic, report=evaluation)
+                                batch_note=note, ledger=traffic, forward_share=share, report=evaluation)
 
 
-def _simulated_batch(instance: PiperInstance, plan: Any) -> tuple[float | None, str]:
-    """One batch of ``plan`` simulated under its schedule with Piper's all-reduce: its end, or why it did
-    not run (too many tasks to lay out, an order that deadlocks)."""
+def _simulated_batch(instance: PiperInstance, plan: Any, forward_share: float) -> tuple[float | None, str]:
+    """One batch of ``plan`` simulated under its schedule with Piper's all-reduce and ``forward_share``: its
+    end, or why it did not run (too many tasks to lay out, an order that deadlocks)."""
     from placement.simulation.parallel import simulate_parallel
 
     try:
-        return simulate_parallel(instance, plan, allreduce="piper").time_per_batch, ""
+        return simulate_parallel(instance, plan, allreduce="piper", forward_share=forward_share).time_per_batch, ""
     except (LimitExceededError, InvalidParameterError) as exc:
         return None, f"not simulated: {exc}"
 
