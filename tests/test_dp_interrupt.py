@@ -452,7 +452,7 @@ def test_under_a_time_limit_a_table_that_cannot_end_in_time_stops_at_once(monkey
     assert stopped.value.parameter == "time_limit"
     assert str(stopped.value) == ("at its pace so far the DP would not finish within the time limit (dp: 9,421/184,756 "
                                   "ideals (5%), 49,084 blocks evaluated, 1.1 s)")
-    # without hopeless (the DP that starts a MILP: it has its own share of the time), only the deadline stops it
+    # without hopeless (a caller that wants the table whatever its pace), only the deadline stops it
     deadline_watch(now + 20.0, None).poll("dp: 9,421/184,756 ideals (5%), 49,084 blocks evaluated, 1.1 s",
                                           9421 / 184756, 1.1)
 
@@ -472,3 +472,65 @@ def test_auto_gives_its_dp_the_watch_that_stops_a_table_that_cannot_end(monkeypa
     chain4 = Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json"
     assert placement.solve(chain4, time_limit=30).value == 7.5
     assert asked == [True]
+
+
+def test_the_milp_warm_start_stops_a_dp_table_that_cannot_end_in_its_share(monkeypatch):
+    """The MILP's warm-start DP ran to its deadline, half the time limit, where its table could not end by then:
+    on the published InceptionV3 latency instance under the throughput objective (a table of about 100 s) that
+    was 30 s of 60 in which the DP gave nothing but the chain DP's plan, which the MILP then proved optimal in
+    0.3 s. A table 5% filled after 1.1 s, with 10 s left, now stops at once, and the chain DP's plan is the
+    start (chain4: 7.5, its optimum)."""
+    import time
+
+    from placement.errors import LimitExceededError
+    from placement.solvers.milp import warmstart
+    from placement.verification.evaluate import evaluate
+
+    real, stopped = warmstart.solve_dp, []
+
+    def table_at_five_percent(problem, *, progress=None, **options):
+        try:
+            progress.poll("dp: 9,421/184,756 ideals (5%), 49,084 blocks evaluated, 1.1 s", 9421 / 184756, 1.1)
+        except LimitExceededError:
+            stopped.append(True)
+            raise
+        stopped.append(False)
+        return real(problem, progress=progress, **options)
+
+    monkeypatch.setattr(warmstart, "solve_dp", table_at_five_percent)
+    chain4 = placement.load(Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json")
+    plan, bound = warmstart.pipeline_start_and_bound(chain4, 1000, None, deadline=time.perf_counter() + 10.0)
+    assert stopped == [True]
+    assert (evaluate(chain4, plan, "stages").max_load, bound) == (7.5, 0.0)   # the chain DP's plan proves no bound
+
+
+def test_the_pace_a_dp_table_reports_leaves_out_compiling_its_kernels(monkeypatch):
+    """The seconds a table reports with its share filled (its pace, by which a table that cannot end in time is
+    stopped) counted the compiling of its kernels, seconds on a fresh install, as seconds of the table: a table
+    that would end in time could be stopped. Compiling that takes 5 s (a clock moved on) is no part of them."""
+    import time
+
+    from placement.solvers import dp_table
+
+    real_clock, moved = time.perf_counter, [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: real_clock() + moved[0])
+
+    def compiling(data, units, progress):
+        moved[0] += 5.0
+
+    class Watch:
+        def __init__(self):
+            self.spent = []
+
+        def __call__(self, message):
+            pass
+
+        def poll(self, message, done=None, spent=0.0, line=False):
+            self.spent.append(spent)
+
+    monkeypatch.setattr(dp_table, "_move_to_compiled", compiling)
+    monkeypatch.setattr(dp_table.K, "ready", lambda: False)   # as in a fresh process: the table may compile
+    chain4 = placement.load(Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json")
+    watch = Watch()
+    assert dp.solve_dp(chain4, progress=watch).objective == 7.5
+    assert moved[0] >= 5.0 and watch.spent and max(watch.spent) < 5.0

@@ -594,10 +594,10 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
     # a fiftieth of the family, or 256 ideals, and fewer where each ideal has many layers to fill
     chunk = max(1, min(max(256, n // 50), STATES_PER_CHUNK // n_layers))
     poll = getattr(progress, "poll", None)   # a deadline check between progress lines (dp.deadline_watch)
-    start = time.perf_counter()
-    last = start
     if data.may_compile:
         _move_to_compiled(data, run_units(data.comp_t, n_layers, ceiling), progress)
+    start = time.perf_counter()   # after any compiling: the table's pace (poll) is that of its kernels alone
+    last = start
     most = chunk
     pairs = FIRST_PAIRS
     lo = 0
