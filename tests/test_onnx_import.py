@@ -1913,6 +1913,23 @@ def test_an_input_returned_as_given_keeps_its_shape_whatever_its_output_declares
     assert imported.returned_inputs == ("X",)
 
 
+@pytest.mark.parametrize("ir_version", [3, 8])
+def test_a_returned_initializer_keeps_its_shape_whatever_its_output_declares(ir_version):
+    """The graph returns its weight W (4×5) beside Y = X·W, the output W declaring no shape. That declaration
+    overrode W's shape in ONNX's shape inference, and the MatMul reading W had no shape to be costed by
+    (3·4·5 multiply-adds: 120 FLOPs)."""
+    weight = numpy_helper.from_array(np.ones((4, 5), np.float32), "W")
+    outputs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None),
+               helper.make_tensor_value_info("W", TensorProto.FLOAT, None)]
+    graph = helper.make_graph([helper.make_node("MatMul", ["X", "W"], ["Y"], name="mm")], "g",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3, 4])], outputs, [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = ir_version
+    imported = graph_from_onnx(model)
+    assert [(op.name, op.flops, [(p.name, p.nbytes) for p in op.params]) for op in imported.ops] == [
+        ("mm", 120.0, [("W", 80.0)])]
+
+
 def test_a_slice_with_a_negative_step_is_torch_s_flip_a_copy():
     """Both exporters write ``torch.flip`` as a ``Slice`` of step -1 (steps an initializer or a ``Constant``);
     PyTorch cannot stride backwards, so its ``flip`` is a copy kernel, as the torch importer costs it. A

@@ -1118,15 +1118,20 @@ def _drop_input_self_identities(graph: Any) -> None:
         graph.node.extend(kept)
 
 
-def _declare_returned_inputs(graph: Any) -> None:
-    """Declare each graph output that is a graph input (returned as given) with that input's type: it is
-    the same tensor. An output declared without a shape (or with its symbolic dimensions, where ``dims``
-    fixed the input's) otherwise overrides the input's shape in ONNX's shape inference, and nothing the
-    input feeds gets a shape."""
+def _declare_returned_inputs(graph: Any, onnx: Any) -> None:
+    """Declare each graph output that is a graph input or an initializer (returned as given) with that
+    tensor's type: it is the same tensor. An output declared without a shape (or with its symbolic dimensions,
+    where ``dims`` fixed the input's) otherwise overrides the tensor's shape in ONNX's shape inference, and
+    nothing the tensor feeds gets a shape."""
     inputs = {v.name: v for v in graph.input}
+    stored = {init.name: (init.data_type, list(init.dims)) for init in graph.initializer}
+    stored.update((sparse.values.name, (sparse.values.data_type, list(sparse.dims)))
+                  for sparse in graph.sparse_initializer)
     for value in graph.output:
         if value.name in inputs:
             value.type.CopyFrom(inputs[value.name].type)
+        elif value.name in stored:
+            value.type.CopyFrom(onnx.helper.make_tensor_type_proto(*stored[value.name]))
 
 
 def _inline_local_functions(model: Any, name: str) -> Any:
@@ -1214,7 +1219,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     check_schemas(model, name)
     _fix_dims(model, dims or {})
     _drop_input_self_identities(model.graph)
-    _declare_returned_inputs(model.graph)
+    _declare_returned_inputs(model.graph, onnx)
     ordered = topological_nodes(model.graph, name, _subgraph_reads)
     if ordered is not None:
         del model.graph.node[:]
