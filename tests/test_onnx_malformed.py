@@ -158,6 +158,19 @@ def test_a_graph_input_whose_initializer_has_another_shape_or_type_is_an_error()
     assert [op.flops for op in graph.ops] == [2 * 4 * 8 * 16]
 
 
+def test_the_symbolic_dimensions_of_an_initialised_input_are_its_initializer_s():
+    """W listed as a graph input [a, b] (a weight a runtime may replace) whose initializer holds [8, 16]: the
+    weight's shape is known, yet the import asked for dims a and b. A size dims gives them is still compared."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")]
+    inputs = [("x", [4, 8]), ("W", ["a", "b"])]
+    graph = graph_from_onnx(model(nodes, inputs, [("y", None)], [weight("W", (8, 16))]), "weights")
+    assert [(op.flops, op.outputs) for op in graph.ops] == [(2 * 4 * 8 * 16, (4 * 16 * 4.0,))]
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model(nodes, inputs, [("y", None)], [weight("W", (8, 16))]), "weights", dims={"b": 12})
+    assert str(err.value) == ("weights: the graph input 'W' is declared of shape [8, 12], but the initializer of "
+                              "its name holds a tensor of shape [8, 16]")
+
+
 def _convolution(op_type, weight_shape, group=None):
     """X [1, 4, 6, 6] by a 1x1 kernel of ``weight_shape`` (output shape left to inference)."""
     attrs = {} if group is None else {"group": group}

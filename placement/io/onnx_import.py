@@ -345,6 +345,21 @@ def _fix_dims(model: Any, dims: dict[str, int]) -> None:
                 dim.dim_value = int(dims[key])
 
 
+def _initialised_input_dims(graph: Any) -> None:
+    """Give each symbolic dimension of a graph input that an initializer of its name gives a default (a weight
+    a runtime may replace) the size the initializer holds: its shape is known, where ONNX's shape inference
+    takes the input's declared one. An input of another rank is left to :func:`check_initialised_inputs`."""
+    held = {init.name: list(init.dims) for init in graph.initializer}
+    for value in graph.input:
+        if value.name not in held or not value.type.tensor_type.HasField("shape"):
+            continue
+        dims = value.type.tensor_type.shape.dim
+        if len(dims) == len(held[value.name]):
+            for dim, size in zip(dims, held[value.name]):
+                if not dim.HasField("dim_value"):
+                    dim.dim_value = int(size)
+
+
 def _symbolic_dims(model: Any) -> list[str]:
     """The names of the model's input dimensions that are still symbolic (or unnamed and unknown)."""
     found: dict[str, None] = {}
@@ -1218,6 +1233,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     model = _inline_local_functions(model, name)
     check_schemas(model, name)
     _fix_dims(model, dims or {})
+    _initialised_input_dims(model.graph)
     _drop_input_self_identities(model.graph)
     _declare_returned_inputs(model.graph, onnx)
     ordered = topological_nodes(model.graph, name, _subgraph_reads)
