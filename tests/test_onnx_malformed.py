@@ -686,6 +686,38 @@ def test_an_input_declaring_no_type_is_named():
                               "its input shapes)")
 
 
+def test_an_input_that_is_no_tensor_is_named():
+    """An input of optional type (read by OptionalGetElement) has no tensor shape: the message blamed values the
+    graph computes that the importer could not evaluate."""
+    m = model([helper.make_node("OptionalGetElement", ["o"], ["a"], name="/get"),
+               helper.make_node("Relu", ["a"], ["y"], name="/relu")], [], [("y", None)], opset=18)
+    tensor = helper.make_tensor_type_proto(TensorProto.FLOAT, [2, 4])
+    m.graph.input.append(helper.make_value_info("o", helper.make_optional_type_proto(tensor)))
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(m, "optional")
+    assert str(err.value) == ("optional: cannot cost node '/get' (OptionalGetElement): the shape of its input 'o' is "
+                              "not static after shape inference (the model's input 'o' is an optional, not a tensor, "
+                              "and the importer reads tensors only)")
+
+
+def test_an_operator_of_another_domain_onnx_infers_no_shape_for_is_named():
+    """onnx defines ai.onnx.ml's Normalizer without a shape inference: the message blamed values the graph
+    computes that the importer could not evaluate."""
+    m = model([helper.make_node("Normalizer", ["x"], ["y"], name="/norm", domain="ai.onnx.ml", norm="L2")],
+              [("x", [2, 4])], [("y", None)])
+    m.opset_import.append(helper.make_opsetid("ai.onnx.ml", 3))
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(m, "ml")
+    assert str(err.value) == ("ml: cannot cost node '/norm' (Normalizer): the shape of its output 'y' is not static "
+                              "after shape inference (onnx defines ai.onnx.ml::Normalizer-1, the version of the "
+                              "model's opset 3 of ai.onnx.ml, without a shape inference, so it infers no shape for "
+                              "its outputs; declare them in the model's value_info)")
+    m.graph.value_info.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CostModelWarning)
+        assert [op.target for op in graph_from_onnx(m, "ml").ops] == ["ai.onnx.ml::Normalizer"]
+
+
 @pytest.mark.parametrize("nodes, inputs, outputs, inits, said", [
     # x [4, 4] transposed by perm [0, 0] is declared [4, 4]: it was costed as a 64-byte copy
     ([helper.make_node("Transpose", ["x"], ["y"], name="t0", perm=[0, 0])], [("x", [4, 4])], [("y", [4, 4])], [],

@@ -384,6 +384,40 @@ def _shapeless_inputs(model: Any) -> list[str]:
                  or value.type.HasField("tensor_type") and not value.type.tensor_type.HasField("shape"))]
 
 
+#: how a message names the value of each non-tensor type an ONNX graph input may declare
+_VALUE_TYPES = {"optional_type": "an optional", "sequence_type": "a sequence", "map_type": "a map",
+                "sparse_tensor_type": "a sparse tensor", "opaque_type": "an opaque value"}
+
+
+def _non_tensor_inputs(model: Any) -> dict[str, str]:
+    """The model's inputs that declare a type other than a tensor (an optional, a sequence), each with the words
+    that name its type."""
+    found = {}
+    for value in model.graph.input:
+        kind = value.type.WhichOneof("value")
+        if kind in _VALUE_TYPES:
+            found[value.name] = _VALUE_TYPES[kind]
+    return found
+
+
+def _uninferred_in_domain(onnx: Any, model: Any, node: Any) -> str | None:
+    """Why onnx infers no shape for ``node`` of a domain other than the default one, where it defines the node's
+    operator at the model's opset of that domain without a shape inference (``ai.onnx.ml``'s ``Normalizer``);
+    ``None`` where it defines none or one with an inference."""
+    version = max((entry.version for entry in model.opset_import if entry.domain == node.domain), default=None)
+    if version is None:
+        return None
+    try:
+        schema = onnx.defs.get_schema(node.op_type, version, node.domain)
+    except onnx.defs.SchemaError:
+        return None
+    if schema.has_type_and_shape_inference_function:
+        return None
+    return (f"onnx defines {node.domain}::{node.op_type}-{schema.since_version}, the version of the model's opset "
+            f"{version} of {node.domain}, without a shape inference, so it infers no shape for its outputs; declare "
+            "them in the model's value_info")
+
+
 def _initializers_as_inputs(model: Any, onnx: Any) -> None:
     """Before IR version 4, every initializer is a graph input too, and onnx's shape inference reads only those
     listed as inputs: one that is not (as later versions write them) left every node reading it without a
@@ -1271,6 +1305,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     sizes = _sizes_only(model.graph, params)
     folded = folded | relaid
     symbolic, shapeless = _symbolic_dims(model), _shapeless_inputs(model)
+    not_tensors = _non_tensor_inputs(model)
 
     producers = {out: node for node in model.graph.node for out in node.output if out}
 
@@ -1298,6 +1333,13 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                     return (f"onnx defines {producer.op_type}-{version}, the version of opset {opset}, which the "
                             f"model imports, without a shape inference, so it infers no shape for its outputs; "
                             f"{export}declare them in the model's value_info")
+        if producer is not None and producer.domain not in ("", "ai.onnx"):
+            uninferred = _uninferred_in_domain(onnx, model, producer)
+            if uninferred is not None:
+                return uninferred
+        if tensor_name in not_tensors:
+            return (f"the model's input {tensor_name!r} is {not_tensors[tensor_name]}, not a tensor, and the importer "
+                    "reads tensors only")
         named = [tensor_name] if tensor_name in shapeless else [] if symbolic else shapeless
         if named:
             return (f"the model's input{'s' if len(named) > 1 else ''} {', '.join(map(repr, named))} "
