@@ -700,6 +700,21 @@ def test_an_input_that_is_no_tensor_is_named():
                               "and the importer reads tensors only)")
 
 
+def test_a_sequence_the_model_takes_as_input_is_named_as_such():
+    """A sequence given as a graph input, read by SequenceAt: the refusal said such a sequence is built element
+    by element, as the exporters write nn.EmbeddingBag in a Loop, which this model does not do."""
+    m = model([helper.make_node("SequenceAt", ["s", "i"], ["a"], name="/at"),
+               helper.make_node("Relu", ["a"], ["y"], name="/relu")], [], [("y", None)],
+              [numpy_helper.from_array(np.array(0, np.int64), "i")])
+    m.graph.input.append(helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [2, 4]))
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(m, "taken")
+    assert str(err.value) == ("taken: node '/at' (SequenceAt) makes or reads an ONNX sequence that is no split of a "
+                              "known tensor into parts taken at known positions, which is all the importer reads of "
+                              "sequences (placement.io.onnx_sequences); it reads the model's input 's', a sequence: "
+                              "the importer reads models whose inputs are tensors")
+
+
 def test_an_operator_of_another_domain_onnx_infers_no_shape_for_is_named():
     """onnx defines ai.onnx.ml's Normalizer without a shape inference: the message blamed values the graph
     computes that the importer could not evaluate."""

@@ -1370,7 +1370,10 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         if domain in ("ai.onnx", "") and op_type in SEQUENCE_OPERATORS:
             # the first sequence operator in topological order is where a sequence is made: a split (which an
             # optimised or TorchScript export writes as a Split), or a sequence built element by element
-            remedy = ("export with optimize=True or dynamo=False" if op_type == "SplitToSequence" else
+            taken = [t for t in node.input if not_tensors.get(t) == "a sequence"]
+            remedy = (f"it reads the model's input {taken[0]!r}, a sequence: the importer reads models whose inputs "
+                      "are tensors" if taken else
+                      "export with optimize=True or dynamo=False" if op_type == "SplitToSequence" else
                       "such a sequence is built element by element (as the exporters write nn.EmbeddingBag, in "
                       "a Loop): import the PyTorch model through torch.export instead "
                       "(placement.io.torch_export.import_torch)")
