@@ -898,6 +898,27 @@ def test_the_calls_of_a_model_s_own_function_are_its_nodes_in_the_caller_s_modul
         ("MatMul", 2 * 16 * 8, ("b2",)), ("Relu", 16, ("b2",)), ("Add", 16, ("b2",))]
 
 
+def test_a_function_called_from_a_function_is_in_the_module_of_the_outer_call():
+    """Block(x) = Linear(Relu(x)) with Linear(x) = MatMul(x, W) another local function, as the TorchScript
+    exporter writes export_modules_as_functions={Block, nn.Linear}, called by /b1/Block and /b2/Block. The inner
+    call's MatMul took no scope and inherited that of its reader: b1's MatMul was costed in b2."""
+    weight = numpy_helper.from_array(np.ones((8, 8), dtype=np.float32), "W")
+    linear = helper.make_function("__main__", "Linear", ["x"], ["y"], [helper.make_node("MatMul", ["x", "W"], ["y"])],
+                                  [helper.make_opsetid("", 17)])
+    block = helper.make_function("__main__", "Block", ["x"], ["y"],
+                                 [helper.make_node("Relu", ["x"], ["r"], name="Relu_0"),
+                                  helper.make_node("Linear", ["r"], ["y"], name="Linear_1", domain="__main__")],
+                                 [helper.make_opsetid("", 17), helper.make_opsetid("__main__", 1)])
+    calls = [helper.make_node("Block", ["X"], ["H"], name="/b1/Block", domain="__main__"),
+             helper.make_node("Block", ["H"], ["Y"], name="/b2/Block", domain="__main__")]
+    model = _graph(calls, [("X", [2, 8])], ["Y"], [weight])
+    model.opset_import.append(helper.make_opsetid("__main__", 1))
+    model.functions.extend([linear, block])
+    graph = graph_from_onnx(model, "nested")
+    assert [(op.target, op.flops, op.module_path) for op in graph.ops] == [
+        ("Relu", 16, ("b1",)), ("MatMul", 2 * 16 * 8, ("b1",)), ("Relu", 16, ("b2",)), ("MatMul", 2 * 16 * 8, ("b2",))]
+
+
 def test_a_shape_computed_in_the_graph_is_propagated():
     """Y[1,3] is expanded to the shape of X[2,3], read from X by Shape, as the TorchScript exporter
     writes broadcasts: the Expand's output is [2,3] only when shape inference propagates Shape's

@@ -1194,25 +1194,33 @@ def _inline_local_functions(model: Any, name: str) -> Any:
     bodies = {(f.domain, f.name): f for f in model.functions}
     local = set(bodies)   # the names taken, the copies' too
     calls = []
-    for k, node in enumerate(model.graph.node):
-        function = bodies.get((node.domain, node.op_type))
-        if function is None:
-            continue
-        prefix = node.name.rpartition("/")[0] + "/" if node.name.startswith("/") else ""
-        scopes = [prop for prop in node.metadata_props if prop.key == NAME_SCOPES]
-        if not prefix and not scopes:
-            continue
-        copy = model.functions.add()
-        copy.CopyFrom(function)
-        copy.name = f"{function.name}__call{k}"
-        while (copy.domain, copy.name) in local:
-            copy.name += "_"
-        local.add((copy.domain, copy.name))
-        for j, inner in enumerate(copy.node):
-            inner.name = prefix + (inner.name.rpartition("/")[2] or f"{inner.op_type}_{j}")
-            if scopes and not any(prop.key == NAME_SCOPES for prop in inner.metadata_props):
-                inner.metadata_props.add().CopyFrom(scopes[0])
-        calls.append((node, copy.name))
+
+    def scope_calls(nodes: Any, label: str, called: tuple[tuple[str, str], ...]) -> None:
+        """Give the bodies of the calls among ``nodes`` their callers' scopes: each call made from a copy of its
+        function, under a name of its own, whose nodes (calls of further functions too) take the scope of the call.
+        A function on the way (``called``) is left to the inliner, which refuses a call of itself."""
+        for k, node in enumerate(nodes):
+            function = bodies.get((node.domain, node.op_type))
+            if function is None or (node.domain, node.op_type) in called:
+                continue
+            prefix = node.name.rpartition("/")[0] + "/" if node.name.startswith("/") else ""
+            scopes = [prop for prop in node.metadata_props if prop.key == NAME_SCOPES]
+            if not prefix and not scopes:
+                continue
+            copy = model.functions.add()
+            copy.CopyFrom(function)
+            copy.name = f"{function.name}__call{label}{k}"
+            while (copy.domain, copy.name) in local:
+                copy.name += "_"
+            local.add((copy.domain, copy.name))
+            for j, inner in enumerate(copy.node):
+                inner.name = prefix + (inner.name.rpartition("/")[2] or f"{inner.op_type}_{j}")
+                if scopes and not any(prop.key == NAME_SCOPES for prop in inner.metadata_props):
+                    inner.metadata_props.add().CopyFrom(scopes[0])
+            scope_calls(copy.node, f"{label}{k}_", (*called, (node.domain, node.op_type)))
+            calls.append((node, copy.name))
+
+    scope_calls(model.graph.node, "", ())
     for node, function in calls:
         node.op_type = function
     from onnx import inliner
