@@ -554,6 +554,34 @@ def test_attention_pattern_is_one_fused_operator():
     assert graph.ops[0].module_path == ("attn",)
 
 
+@pytest.mark.parametrize("mask, held", [
+    # is_causal=True folded by the dynamo exporter's optimiser: 0 on and below the diagonal, the float minimum above
+    (np.where(np.tril(np.ones((4, 4), bool)), 0, np.finfo(np.float32).min).astype(np.float32), False),
+    (np.where(np.tril(np.ones((4, 4), bool)), 0, -np.inf).astype(np.float32)[None, None], False),
+    # a bias the model holds (a relative position bias), and a mask that hides the diagonal too: the model's own
+    (np.arange(16, dtype=np.float32).reshape(4, 4), True),
+    (np.where(np.tril(np.ones((4, 4), bool), -1), 0, -np.inf).astype(np.float32), True),
+])
+def test_a_causal_mask_folded_into_an_initializer_is_made_by_the_attention_kernel(mask, held):
+    """The dynamo exporter's optimiser folds the mask it writes for scaled_dot_product_attention(is_causal=True),
+    at opsets without causal attention, into an initializer of the scores' [L, S] added to them. It was a trained
+    parameter of the attention: read (64 B) and held, with a gradient in training, where PyTorch's kernel makes the
+    mask itself, as it does for the mask an unoptimised export computes from constants."""
+    scale = numpy_helper.from_array(np.array(0.5, dtype=np.float32), "S")
+    model = _graph([helper.make_node("Mul", ["Q", "S"], ["q"], name="/attn/Mul"),
+                    helper.make_node("MatMul", ["q", "K"], ["s"], name="/attn/MatMul"),
+                    helper.make_node("Add", ["s", "M"], ["m"], name="/attn/Add"),
+                    helper.make_node("Softmax", ["m"], ["p"], name="/attn/Softmax", axis=-1),
+                    helper.make_node("MatMul", ["p", "V"], ["O"], name="/attn/MatMul_1")],
+                   [("Q", [1, 2, 4, 8]), ("K", [1, 2, 8, 4]), ("V", [1, 2, 4, 8])], ["O"],
+                   [scale, numpy_helper.from_array(mask, "M")])
+    graph = graph_from_onnx(model, "attn")
+    # as the attention without a mask (1,024 FLOPs, 1,024 B), and the 64 B of the model's own [4, 4] bias
+    assert [(op.target, op.kind, op.flops, op.bytes_moved, [(p.name, p.nbytes, p.trainable) for p in op.params])
+            for op in graph.ops] == [("Mul+MatMul+Add+Softmax+MatMul", "attention", 1024.0, 1024.0 + 64 * held,
+                                      [("M", 64.0, True)] if held else [])]
+
+
 @pytest.mark.parametrize("axis, opset", [(2, 17), (1, 17), (None, 12), (2, 12)])
 def test_a_softmax_along_another_axis_than_the_keys_is_no_attention(axis, opset):
     """MatMul → Softmax → MatMul whose softmax normalises along the queries' axis (2), the heads' (1), or, below

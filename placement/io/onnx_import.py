@@ -23,7 +23,9 @@ main graph is an operator, in graph order, except ``Constant`` nodes: their valu
 element are the trained parameters, except a BatchNormalization's statistics, the zeros read only as a
 recurrent operator's initial state (:func:`_zero_initial_states`: read, but no parameter, held in no memory),
 the identity scale and bias of a ``group_norm`` written out (:func:`_group_norm_identities`: neither held nor
-read) and those read only as sizes or scales,
+read), the mask of ``is_causal=True`` that the dynamo exporter's optimiser folds into an initializer added to an
+attention's scores (:func:`~placement.io.onnx_tied.causal_valued`: neither held nor read, as PyTorch's kernel
+makes it) and those read only as sizes or scales,
 a ``Resize``'s scales (:func:`_sizes_only`)); a floating-point or boolean initializer or ``Constant`` of one
 element is a number of the program, as PyTorch passes it to its kernel (a scale, a fill value, a dropout's ratio
 and mode): held in no memory, read without moving bytes; an ``Identity`` of
@@ -157,7 +159,7 @@ from placement.io.onnx_checks import (check_default_opset, check_element_types, 
 from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.onnx_sequences import split_sequences
 from placement.io.onnx_shapes import RECURRENT_GATES, SMALL, shaped_model, static_shapes, written_by
-from placement.io.onnx_tied import constant_valued, one_valued, transposed_copies, zero_valued
+from placement.io.onnx_tied import causal_valued, constant_valued, one_valued, transposed_copies, zero_valued
 from placement.io.op_grouping import check_grouping, group_ops
 from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
                                   check_options, typed_integer_operators)
@@ -1422,6 +1424,13 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                   {t: info.numel for t, info in table.items()}, {t: tuple(info.shape) for t, info in table.items()})
     producers: dict[str, tuple[int, int]] = {}
     graph_inputs = {value.name for value in model.graph.input}
+    stored = {init.name: init for init in model.graph.initializer}
+
+    @functools.cache
+    def causal_mask(tensor_name: str) -> bool:
+        """Whether ``tensor_name`` is an initializer holding the mask of ``is_causal=True`` (read only here)."""
+        return tensor_name in stored and tensor_name not in derived and causal_valued(stored[tensor_name], folder)
+
     model_inputs = tuple(value.name for value in model.graph.input if value.name not in params and value.name in table)
     ops: list[Op] = []
     weights: list[tuple[str, ...]] = []   # per operator, the trained parameters it reads as the file names them
@@ -1453,6 +1462,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                  for m in members for i, x in enumerate(m.node.input)}
         host = {t for t, as_size in sized if as_size and (t, False) not in sized and (t in constants or t in params)}
         host |= numbers
+        if group.kind == "attention":   # a causal mask folded into a tensor: the kernel makes it, reading none
+            host |= {x for m in members if m.node.op_type == "Add" for x in m.node.input if causal_mask(x)}
         for t in dict.fromkeys(x for m in members for x in m.node.input if x and x not in internal and x not in host):
             info = table[t]
             read_bytes += info.nbytes

@@ -70,6 +70,22 @@ def one_valued(init: Any, folder: str | Path | None = None) -> bool:
     return values is not None and values.size > 0 and bool((values == 1).all())
 
 
+def causal_valued(init: Any, folder: str | Path | None = None) -> bool:
+    """Whether tensor ``init`` is the additive mask of ``scaled_dot_product_attention(is_causal=True)``: ``[L, S]``
+    (after dimensions of 1) of zeros on and below the diagonal and, above it, ``-inf`` or at most half the lowest
+    value of its type (the exporters write the type's lowest); false where the values cannot be read."""
+    import numpy as np
+
+    values = _values(init, None if folder is None else Path(folder))
+    if (values is None or values.ndim < 2 or values.size == 0 or any(d != 1 for d in values.shape[:-2])
+            or not np.issubdtype(values.dtype, np.floating)):
+        return False
+    rows, columns = values.shape[-2:]
+    matrix = values.reshape(rows, columns)
+    below = np.tril(np.ones((rows, columns), dtype=bool))
+    return bool((matrix[below] == 0).all() and (matrix[~below] <= np.finfo(values.dtype).min / 2).all())
+
+
 def _corners(values: Any) -> tuple[Any, Any, Any, Any] | None:
     """The four corners of a matrix, ``None`` for an empty or constant one (never merged)."""
     if values is None or values.size == 0 or (values == values.flat[0]).all():
