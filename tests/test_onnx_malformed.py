@@ -171,6 +171,25 @@ def test_the_symbolic_dimensions_of_an_initialised_input_are_its_initializer_s()
                               "its name holds a tensor of shape [8, 16]")
 
 
+@pytest.mark.parametrize("node, inits, said", [
+    (helper.make_node("Conv", ["x", "w"], ["y"], name="conv"), [weight("w", (2, 3, 5, 5))],
+     "its kernel [5, 5] spans more than its input 'x' of shape [1, 3, 4, 4] padded by [0, 0, 0, 0], so its output "
+     "'y' has the shape [1, 2, 0, 0]"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], name="conv", dilations=[2, 1], pads=[0, 1, 0, 1]),
+     [weight("w", (2, 3, 3, 3))], "its kernel [3, 3] dilated by [2, 1] spans more than its input 'x' of shape "
+     "[1, 3, 4, 4] padded by [0, 1, 0, 1], so its output 'y' has the shape [1, 2, 0, 4]"),
+    (helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[5, 1]), [],
+     "its kernel [5, 1] spans more than its input 'x' of shape [1, 3, 4, 4] padded by [0, 0, 0, 0], so its output "
+     "'y' has the shape [1, 3, 0, 4]"),
+])
+def test_a_kernel_larger_than_its_padded_input_is_an_error(node, inits, said):
+    """A 5×5 convolution of a 4×4 input: onnx infers an empty output, and the node was costed at 0 FLOPs, where
+    PyTorch and ONNX Runtime refuse the kernel (a larger one gave a negative dimension, refused already)."""
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model([node], [("x", [1, 3, 4, 4])], [("y", None)], inits), "kernel")
+    assert str(err.value) == f"kernel: the model cannot run: node {node.name!r} ({node.op_type}): {said}"
+
+
 def _convolution(op_type, weight_shape, group=None):
     """X [1, 4, 6, 6] by a 1x1 kernel of ``weight_shape`` (output shape left to inference)."""
     attrs = {} if group is None else {"group": group}

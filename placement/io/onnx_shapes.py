@@ -288,6 +288,42 @@ def check_convolution_kernels(graph: Any, name: str) -> None:
                                        f"({node.op_type}): {problem}")
 
 
+#: the operators that slide a kernel over their input's spatial axes (ConvTranspose widens it instead)
+SLIDING = frozenset({"Conv", "MaxPool", "AveragePool", "LpPool"})
+
+
+def check_kernel_extents(graph: Any, name: str) -> None:
+    """:class:`InvalidInstanceError` for a ``Conv`` or pooling whose kernel (dilated) spans more than its input
+    with its pads along a spatial axis (static shapes): shape inference gives that axis of the output the size 0,
+    and the node would be costed at nothing, where PyTorch and ONNX Runtime refuse it (a kernel larger still gives
+    a negative size, refused as such). An input already empty along the axis is not judged."""
+    shapes = static_shapes(graph)
+    for k, node in enumerate(graph.node):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in SLIDING or not node.output:
+            continue
+        x, y = shapes.get(node.input[0]), shapes.get(node.output[0])
+        if x is None or y is None or len(x) < 3 or len(y) != len(x):
+            continue
+        attributes = {attr.name: list(attr.ints) for attr in node.attribute}
+        spatial = len(x) - 2
+        if node.op_type == "Conv":
+            w = shapes.get(node.input[1]) if len(node.input) > 1 else None
+            kernel = list(w[2:]) if w is not None and len(w) == len(x) else attributes.get("kernel_shape")
+        else:
+            kernel = attributes.get("kernel_shape")
+        if kernel is None or len(kernel) != spatial:
+            continue
+        if not any(y[2 + axis] == 0 and x[2 + axis] > 0 for axis in range(spatial)):
+            continue
+        dilations = attributes.get("dilations") or [1] * spatial
+        pads = attributes.get("pads") or [0] * (2 * spatial)
+        dilated = f" dilated by {dilations}" if any(d != 1 for d in dilations) else ""
+        raise InvalidInstanceError(f"{name}: the model cannot run: node {node.name or f'{node.op_type}_{k}'!r} "
+                                   f"({node.op_type}): its kernel {kernel}{dilated} spans more than its input "
+                                   f"{node.input[0]!r} of shape {list(x)} padded by {pads}, so its output "
+                                   f"{node.output[0]!r} has the shape {list(y)}")
+
+
 def check_convolution_groups(graph: Any, name: str) -> None:
     """:class:`InvalidInstanceError` for a ``Conv`` or ``ConvTranspose`` whose ``group`` does not fit the static
     shapes of its input and weight: a ``Conv`` reads ``group × W[1]`` channels and writes ``W[0]``, a multiple
@@ -766,6 +802,7 @@ def shaped_model(model: Any, name: str, onnx: Any) -> tuple[Any, dict[str, Any]]
     check_element_counts(shaped.graph, name)
     check_convolution_kernels(shaped.graph, name)
     check_convolution_groups(shaped.graph, name)
+    check_kernel_extents(shaped.graph, name)
     check_gemm_bias(shaped.graph, name)
     check_recurrent_weights(shaped.graph, name)
     return shaped, known
