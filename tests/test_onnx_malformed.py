@@ -190,6 +190,17 @@ def test_a_kernel_larger_than_its_padded_input_is_an_error(node, inits, said):
     assert str(err.value) == f"kernel: the model cannot run: node {node.name!r} ({node.op_type}): {said}"
 
 
+def test_a_transpose_whose_perm_names_too_few_axes_is_named_so():
+    """perm [1] on x [2, 8]: onnx infers y [8], and the refusal asked whether a shape the model holds as a constant
+    was made for other input sizes, which a Transpose holds none of."""
+    node = helper.make_node("Transpose", ["x"], ["y"], name="t", perm=[1])
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model([node], [("x", [2, 8])], [("y", None)]), "perm")
+    assert str(err.value) == ("perm: the model cannot run: node 't' (Transpose) turns 'x' of shape [2, 8] (16 "
+                              "elements) into 'y' of shape [8] (8 elements); a Transpose keeps the number of elements "
+                              "(its perm [1] names 1 axis, and 'x' has 2)")
+
+
 def _convolution(op_type, weight_shape, group=None):
     """X [1, 4, 6, 6] by a 1x1 kernel of ``weight_shape`` (output shape left to inference)."""
     attrs = {} if group is None else {"group": group}

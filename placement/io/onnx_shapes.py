@@ -254,11 +254,16 @@ def check_element_counts(graph: Any, name: str) -> None:
             continue
         before, after = shapes[node.input[0]], shapes[node.output[0]]
         if math.prod(before) != math.prod(after):
+            perm = next((list(attr.ints) for attr in node.attribute if attr.name == "perm"), None)
+            why = ("a shape the model holds as a constant, made for other input sizes?" if node.op_type != "Transpose"
+                   or perm is None or len(perm) == len(before) else
+                   f"its perm {perm} names {len(perm)} axis{'es' * (len(perm) != 1)}, and {node.input[0]!r} has "
+                   f"{len(before)}")
             raise InvalidInstanceError(
                 f"{name}: the model cannot run: node {node.name or f'{node.op_type}_{k}'!r} ({node.op_type}) turns "
                 f"{node.input[0]!r} of shape {list(before)} ({math.prod(before):,} elements) into {node.output[0]!r} "
                 f"of shape {list(after)} ({math.prod(after):,} elements); a {node.op_type} keeps the number of "
-                "elements (a shape the model holds as a constant, made for other input sizes?)")
+                f"elements ({why})")
 
 
 def check_convolution_kernels(graph: Any, name: str) -> None:
