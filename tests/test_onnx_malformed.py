@@ -745,6 +745,32 @@ def test_a_sequence_the_model_takes_as_input_is_named_as_such():
                               "the importer reads models whose inputs are tensors")
 
 
+def test_a_loop_s_scan_output_is_named_as_why_its_shape_is_unknown():
+    """A Loop of a constant 3 iterations stacks its body's [2, 4] into a scan output: onnx infers no size for the
+    iterations, and the refusal blamed values the graph computes. It names the Loop's scan output, and the
+    import costs the model once the output is declared."""
+    body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"], name="/body/cond"),
+                              helper.make_node("Relu", ["h"], ["s"], name="/body/Relu")], "body",
+                             [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                              helper.make_tensor_value_info("c_in", TensorProto.BOOL, [])],
+                             [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("s", TensorProto.FLOAT, [2, 4])])
+    nodes = [helper.make_node("Loop", ["n", "go"], ["stacked"], name="/loop", body=body),
+             helper.make_node("Relu", ["stacked"], ["y"], name="/relu")]
+    trips = [numpy_helper.from_array(np.array(3, np.int64), "n"), numpy_helper.from_array(np.array(True), "go")]
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model(nodes, [("h", [2, 4])], [("y", None)], trips), "loop")
+    assert str(err.value) == ("loop: cannot cost node '/loop' (Loop): the shape of its output 'stacked' is not static "
+                              "after shape inference (it is a scan output of Loop '/loop', whose number of iterations "
+                              "onnx's shape inference does not follow; declare its shape in the model's value_info)")
+    declared = model(nodes, [("h", [2, 4])], [("y", None)], trips,
+                     value_info=[helper.make_tensor_value_info("stacked", TensorProto.FLOAT, [3, 2, 4])])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CostModelWarning)
+        assert [(op.name, op.flops) for op in graph_from_onnx(declared, "loop").ops] == [("/loop", 0.0),
+                                                                                          ("/relu", 24.0)]
+
+
 def test_an_operator_of_another_domain_onnx_infers_no_shape_for_is_named():
     """onnx defines ai.onnx.ml's Normalizer without a shape inference: the message blamed values the graph
     computes that the importer could not evaluate."""

@@ -402,6 +402,13 @@ def _non_tensor_inputs(model: Any) -> dict[str, str]:
     return found
 
 
+def _loop_carried(node: Any) -> int:
+    """The number of values a ``Loop`` carries from one iteration to the next (its outputs after them are scan
+    outputs): its body's inputs but the iteration number and the condition."""
+    body = next((attr.g for attr in node.attribute if attr.name == "body" and attr.HasField("g")), None)
+    return max(len(body.input) - 2, 0) if body is not None else len(node.output)
+
+
 def _uninferred_in_domain(onnx: Any, model: Any, node: Any) -> str | None:
     """Why onnx infers no shape for ``node`` of a domain other than the default one, where it defines the node's
     operator at the model's opset of that domain without a shape inference (``ai.onnx.ml``'s ``Normalizer``);
@@ -1347,6 +1354,10 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
             uninferred = _uninferred_in_domain(onnx, model, producer)
             if uninferred is not None:
                 return uninferred
+        if (producer is not None and producer.op_type == "Loop" and producer.domain in ("", "ai.onnx")
+                and list(producer.output).index(tensor_name) >= _loop_carried(producer)):
+            return (f"it is a scan output of Loop {producer.name or 'Loop'!r}, whose number of iterations onnx's shape "
+                    "inference does not follow; declare its shape in the model's value_info")
         if tensor_name in not_tensors:
             return (f"the model's input {tensor_name!r} is {not_tensors[tensor_name]}, not a tensor, and the importer "
                     "reads tensors only")
