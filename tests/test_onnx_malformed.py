@@ -171,6 +171,16 @@ def test_the_symbolic_dimensions_of_an_initialised_input_are_its_initializer_s()
                               "its name holds a tensor of shape [8, 16]")
 
 
+def test_an_initialised_input_declaring_no_shape_takes_its_initializer_s():
+    """W listed as a graph input of type float and no shape, whose initializer holds [8, 16]: onnx took the
+    declared type, and the MatMul reading W was refused as if its shape followed from values the graph computes."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")]
+    graph = graph_from_onnx(model(nodes, [("x", [4, 8]), ("W", None)], [("y", None)], [weight("W", (8, 16))]),
+                            "weights")
+    assert [(op.flops, [(p.name, p.nbytes) for p in op.params]) for op in graph.ops] == [
+        (2 * 4 * 8 * 16, [("W", 512.0)])]
+
+
 @pytest.mark.parametrize("node, inits, said", [
     (helper.make_node("Conv", ["x", "w"], ["y"], name="conv"), [weight("w", (2, 3, 5, 5))],
      "its kernel [5, 5] spans more than its input 'x' of shape [1, 3, 4, 4] padded by [0, 0, 0, 0], so its output "

@@ -349,11 +349,17 @@ def _fix_dims(model: Any, dims: dict[str, int]) -> None:
 
 def _initialised_input_dims(graph: Any) -> None:
     """Give each symbolic dimension of a graph input that an initializer of its name gives a default (a weight
-    a runtime may replace) the size the initializer holds: its shape is known, where ONNX's shape inference
-    takes the input's declared one. An input of another rank is left to :func:`check_initialised_inputs`."""
+    a runtime may replace) the size the initializer holds, and such an input of a tensor type declaring no shape
+    the initializer's shape: it is known, where ONNX's shape inference takes the input's declared one. An input
+    of another rank is left to :func:`check_initialised_inputs`."""
     held = {init.name: list(init.dims) for init in graph.initializer}
     for value in graph.input:
-        if value.name not in held or not value.type.tensor_type.HasField("shape"):
+        if value.name not in held or not value.type.HasField("tensor_type"):
+            continue
+        if not value.type.tensor_type.HasField("shape"):
+            value.type.tensor_type.shape.SetInParent()   # a scalar's shape has no dimensions
+            for size in held[value.name]:
+                value.type.tensor_type.shape.dim.add().dim_value = int(size)
             continue
         dims = value.type.tensor_type.shape.dim
         if len(dims) == len(held[value.name]):
