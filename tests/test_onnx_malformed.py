@@ -781,6 +781,25 @@ def test_a_loop_s_scan_output_is_named_as_why_its_shape_is_unknown():
                                                                                           ("/relu", 24.0)]
 
 
+def test_an_if_whose_branches_give_an_output_different_shapes_is_named():
+    """An If on a condition the model computes, whose branches return [2, 4] and [4, 4]: the refusal blamed values
+    the graph computes that the importer could not evaluate, and named neither the branches nor their shapes."""
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="/then/Relu")], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 4])])
+    other = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["e"], name="/else/Concat", axis=0)], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, [4, 4])])
+    m = model([helper.make_node("ReduceSum", ["x"], ["s"], name="/sum", keepdims=0),
+               helper.make_node("Greater", ["s", "zero"], ["c"], name="/gt"),
+               helper.make_node("If", ["c"], ["i"], name="/if", then_branch=then, else_branch=other),
+               helper.make_node("Relu", ["i"], ["y"], name="/relu")], [("x", [2, 4])], [("y", None)],
+              [numpy_helper.from_array(np.array(0.0, np.float32), "zero")])
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(m, "branches")
+    assert str(err.value) == ("branches: cannot cost node '/if' (If): the shape of its output 'i' is not static after "
+                              "shape inference (its branches give it the shapes [2, 4] and [4, 4], and which one runs "
+                              "follows from values the graph computes)")
+
+
 def test_an_operator_of_another_domain_onnx_infers_no_shape_for_is_named():
     """onnx defines ai.onnx.ml's Normalizer without a shape inference: the message blamed values the graph
     computes that the importer could not evaluate."""

@@ -415,6 +415,21 @@ def _loop_carried(node: Any) -> int:
     return max(len(body.input) - 2, 0) if body is not None else len(node.output)
 
 
+def _branch_shapes(node: Any, k: int) -> tuple[list[int], list[int]] | None:
+    """The static shapes the two branches of ``If`` ``node`` declare for its output ``k``, where they differ;
+    ``None`` otherwise."""
+    shapes = []
+    for wanted in ("then_branch", "else_branch"):
+        branch = next((attr.g for attr in node.attribute if attr.name == wanted and attr.HasField("g")), None)
+        if branch is None or k >= len(branch.output) or not branch.output[k].type.tensor_type.HasField("shape"):
+            return None
+        dims = branch.output[k].type.tensor_type.shape.dim
+        if not all(dim.HasField("dim_value") for dim in dims):
+            return None
+        shapes.append([int(dim.dim_value) for dim in dims])
+    return (shapes[0], shapes[1]) if shapes[0] != shapes[1] else None
+
+
 def _uninferred_in_domain(onnx: Any, model: Any, node: Any) -> str | None:
     """Why onnx infers no shape for ``node`` of a domain other than the default one, where it defines the node's
     operator at the model's opset of that domain without a shape inference (``ai.onnx.ml``'s ``Normalizer``);
@@ -1364,6 +1379,11 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                 and list(producer.output).index(tensor_name) >= _loop_carried(producer)):
             return (f"it is a scan output of Loop {producer.name or 'Loop'!r}, whose number of iterations onnx's shape "
                     "inference does not follow; declare its shape in the model's value_info")
+        if producer is not None and producer.op_type == "If" and producer.domain in ("", "ai.onnx"):
+            shapes = _branch_shapes(producer, list(producer.output).index(tensor_name))
+            if shapes is not None:
+                return (f"its branches give it the shapes {shapes[0]} and {shapes[1]}, and which one runs follows "
+                        "from values the graph computes")
         if tensor_name in not_tensors:
             return (f"the model's input {tensor_name!r} is {not_tensors[tensor_name]}, not a tensor, and the importer "
                     "reads tensors only")
