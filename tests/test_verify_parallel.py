@@ -346,3 +346,21 @@ def test_a_plan_made_for_another_instance_says_so():
     invalid = placement.verify(longer, document)
     assert not invalid.valid and invalid.notes == ("the plan was made for instance 'first', not 'longer'",)
     assert ParallelPlan.from_json(document) == placement.solve(first, devices=2).plan
+
+
+def test_a_plan_of_devices_given_for_a_piper_instance_is_named_as_such():
+    # A Result of an instance without data- and tensor-parallel stages, its plan (a tuple of its stages) or a Plan
+    # is no plan of a Piper instance: verify and simulate name the parameter and what was given, not "tuple".
+    chain4 = placement.solve("instances/tiny/chain4.json")
+    given = ((chain4, "a Result"), (chain4.plan, "a Result's plan (its stages)"),
+             (placement.Plan((placement.DeviceAssignment("accelerator", (1,)),)), "a Plan"), (5, "int"))
+    for check in (placement.verify, placement.simulate):
+        for plan, what in given:
+            with pytest.raises(InvalidParameterError) as raised:
+                check(two_nodes(), plan)
+            assert raised.value.parameter == "plan"
+            assert str(raised.value) == (
+                "plan must be a plan of a Piper instance (a ParallelPlan, a ParallelResult, a plan document (dict) or "
+                f"a plan file path), not {what}"
+                + ("" if what == "int" else ": it places nodes on devices, as plans of instances without data- and "
+                                            "tensor-parallel stages do"))

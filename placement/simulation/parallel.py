@@ -226,11 +226,30 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
                               max(r.busy for r in replicas) / m, stages, tuple(replicas), len(run.graph), notes)
 
 
+def _given(source: Any) -> str:
+    """What :func:`read_parallel_plan` says it was given instead of a parallel plan: a plan that places nodes on
+    devices is named as one, since its type (a Result's plan is a tuple) does not say so."""
+    from placement.plan import Plan
+    from placement.result import Result, Stage
+
+    if isinstance(source, Result):
+        what = "a Result"
+    elif isinstance(source, Plan):
+        what = "a Plan"
+    elif isinstance(source, (tuple, list)) and source and all(isinstance(s, Stage) for s in source):
+        what = "a Result's plan (its stages)"
+    else:
+        return type(source).__name__
+    return f"{what}: it places nodes on devices, as plans of instances without data- and tensor-parallel stages do"
+
+
 def read_parallel_plan(source: Any) -> tuple[Any, Any, float | None]:
     """The parallel plan ``source`` holds (a :class:`ParallelPlan`, a
     :class:`placement.parallel.result.ParallelResult`, a plan file or its decoded document, as ``placement
     solve --out`` writes it for a Piper instance, or a record whose ``plan`` is one), with the devices and
-    memory it records (``None`` where it records none); :class:`InvalidPlanError` if it holds none."""
+    memory it records (``None`` where it records none); :class:`InvalidPlanError` if it holds none, and
+    :class:`InvalidParameterError` naming ``plan`` for anything else, such as a plan that places nodes on devices
+    (a :class:`placement.Plan`, a :class:`placement.Result` or its stages)."""
     from placement.parallel.plan import ParallelPlan   # the plan's data, read here only: the run needs none of it
     from placement.parallel.result import PLAN_FORMAT, ParallelResult
 
@@ -246,8 +265,8 @@ def read_parallel_plan(source: Any) -> tuple[Any, Any, float | None]:
 
         source = load_json(source, InvalidPlanError)   # its errors name the file
     if not isinstance(source, Mapping):
-        raise InvalidPlanError(f"a parallel plan must be a ParallelPlan, a plan file or a JSON object, "
-                               f"not {type(source).__name__}")
+        raise InvalidParameterError("plan", "must be a plan of a Piper instance (a ParallelPlan, a ParallelResult, a "
+                                            f"plan document (dict) or a plan file path), not {_given(source)}")
     from placement.jsonfile import refuse_huge_integers
 
     refuse_huge_integers(source, InvalidPlanError)   # a decoded document's, as a file's are refused
