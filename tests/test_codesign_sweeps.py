@@ -748,6 +748,31 @@ def test_a_file_that_is_no_record_file_is_never_cut(tmp_path, capsys):
     assert json.loads(path.read_text())["chips"] == [1]
 
 
+def test_a_record_whose_configuration_is_not_the_one_its_id_digests_is_refused(tmp_path):
+    """A record is matched to its configuration by its id, a digest of the configuration: one whose 'config' was
+    edited (chips 1 to 7) was taken for the configuration of its id, skipped on resuming and plotted as the
+    edited one. Such a record of the sweep's configurations is refused, the file untouched; a record of another
+    sweep, or one without a configuration, is read as before."""
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,))
+    config = sweep.configurations(spec)[0]
+    ident = sweep.configuration_id(config)
+    out = tmp_path / "records.jsonl"
+    for edited, got in ((dict(config, chips=7), f"digests to {sweep.configuration_id(dict(config, chips=7))}"),
+                        ("chips 1", "is no JSON object but string")):
+        text = json.dumps({"id": ident, "config": edited, "status": "error"}) + "\n"
+        out.write_text(text, encoding="utf-8")
+        with pytest.raises(InvalidParameterError) as caught:
+            sweep.run_sweep(spec, out, quiet=True, task=list)
+        assert str(caught.value) == (f"out {out}: the record of id {ident!r} ({MLP} on 1 chip) holds another "
+                                     f"configuration, whose 'config' {got}: a record edited by hand, which resuming "
+                                     "would keep as the record of the configuration its id names")
+        assert out.read_text(encoding="utf-8") == text
+    kept = [{"id": ident, "status": "error"}, {"id": "0", "config": dict(config, chips=7), "status": "error"}]
+    out.write_text("".join(json.dumps(record) + "\n" for record in kept), encoding="utf-8")
+    assert sweep.run_sweep(spec, out, quiet=True, task=list).ran == 0
+    assert sweep.read_records(out) == kept
+
+
 @pytest.mark.parametrize("document, indent, what", [
     ({"format": "placement-plan/1", "devices": [{"type": "accelerator", "nodes": [1]}]}, 1, "a plan"),
     ({"format": "placement-plan/1", "devices": [{"type": "accelerator", "nodes": [1]}]}, None, "a plan"),

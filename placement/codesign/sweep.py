@@ -52,7 +52,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from placement.errors import (InvalidInstanceError, InvalidParameterError, PlacementError, SolverUnavailableError,
                               unwritable)
-from placement.jsonfile import json_value_text, load_json, not_utf8, read_bytes, strict_json
+from placement.jsonfile import json_type_name, json_value_text, load_json, not_utf8, read_bytes, strict_json
 from placement.problem.instance import is_flag
 from placement.sigint import held_interrupts
 from placement import parameters
@@ -451,6 +451,29 @@ def _client(scheduler: str | None, workers: int | None, processes: bool) -> tupl
     return client, cluster
 
 
+def _done(spec: SweepSpec, out: Path) -> dict[str, Any]:
+    """The baselines settings of the records of ``out`` by ``id`` (:func:`read_records`). A record of one of
+    ``spec``'s configurations whose ``config`` is another configuration (one that its id is not the digest of,
+    :func:`configuration_id`: edited by hand) is refused (:class:`InvalidParameterError` about ``out``): a run
+    matches records to configurations by their id alone, and would keep it as the record of the configuration
+    its id names."""
+    records = read_records(out)
+    wanted = {configuration_id(config): config for config in configurations(spec)}
+    for record in records:
+        config = wanted.get(record["id"])
+        if config is None or "config" not in record:
+            continue
+        given = record["config"]
+        digest = configuration_id(given) if isinstance(given, dict) else None
+        if digest != record["id"]:
+            got = f"digests to {digest}" if digest is not None else f"is no JSON object but {json_type_name(given)}"
+            raise InvalidParameterError("out", f"{out}: the record of id {record['id']!r} ({config['model']} on "
+                                               f"{config['chips']} chip{'s' * (config['chips'] != 1)}) holds another "
+                                               f"configuration, whose 'config' {got}: a record edited by hand, which "
+                                               "resuming would keep as the record of the configuration its id names")
+    return {record["id"]: record.get("settings") for record in records}
+
+
 def _to_run(spec: SweepSpec, done: dict[str, Any], settings: Any) -> tuple[list[dict[str, Any]], int]:
     """The tasks of ``spec``'s configurations that ``done`` (the records' ``settings`` by ``id``) holds no record
     of, and the number of distinct configurations (a value listed twice in the sweep file makes one, run once).
@@ -524,7 +547,7 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
             raise InvalidParameterError("models", f"lists {_unknown_model(model)}")
     grids = {grid: load_grid(grid) for grid in dict.fromkeys(spec.grids)}   # read here, sent to the workers
     # before cutting anything: out may not be records
-    done = {record["id"]: record.get("settings") for record in read_records(out)}
+    done = _done(spec, out)
     if any(configuration_id(config) not in done for config in configurations(spec)):
         require_dask("sweeps need Dask")   # before the records' file or its folders are made
     settings = baseline_settings(spec.baselines, spec.random_budget, spec.seed)
@@ -538,7 +561,7 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
         raise unwritable(out, exc, "out") from None
     with held:
         _hold(held, out, quiet)   # another sweep writing out: waited for, then what it wrote is skipped
-        done = {record["id"]: record.get("settings") for record in read_records(out)}
+        done = _done(spec, out)
         if plots is not None:
             try:
                 Path(plots).mkdir(parents=True, exist_ok=True)
