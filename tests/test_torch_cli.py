@@ -487,6 +487,10 @@ def not_a_module():
     return "model", (torch.randn(2, 2),)
 
 
+def no_samples():
+    return torch.nn.Linear(4, 2), (torch.ones(0, 4),)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["import", "nonsense", "--out", "x.json"],
      "error: cannot read model 'nonsense': expected pkg.module:factory, file.py:factory or FILE.onnx"),
@@ -504,6 +508,10 @@ def not_a_module():
     # sys.exit(0) in a factory ended the import with status 0, nothing written and nothing said
     (["import", "tests.test_torch_cli:exits", "--out", "x.json"],
      "error: tests.test_torch_cli:exits() called sys.exit(0) instead of returning (model, args)"),
+    # an example of no samples was costed as such: every node took its operators' overhead alone, and it solved
+    (["import", "tests.test_torch_cli:no_samples", "--out", "x.json"],
+     "error: tests.test_torch_cli:no_samples(): the example args must be one micro-batch of samples, but they hold "
+     "no elements (shapes (0, 4))"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--devices", "tpu"],
      "error: --devices must name a device of the catalogue (a100, a100-40gb, epyc-7763, h100, v100), not 'tpu'"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--devices", "a100", "h100"],

@@ -205,6 +205,10 @@ def import_model_spec(spec: str, platform: Platform, *, training: bool, granular
         model, args, kwargs = load_factory(spec)
         if not isinstance(model, torch.nn.Module):   # the factory's result, not the factory, is at fault
             raise UsageError(f"{spec}() must return a torch.nn.Module as the model, got {type(model).__name__}")
+        if args and all(isinstance(value, torch.Tensor) and value.numel() == 0 for value in args):
+            # every cost would be that of no samples (its operators' overhead alone), as plan_pipeline refuses it
+            raise UsageError(f"{spec}(): the example args must be one micro-batch of samples, but they hold no "
+                             f"elements (shapes {', '.join(str(tuple(value.shape)) for value in args)})")
         label = name or spec.rpartition(":")[2]
         imported = import_torch(model, args, kwargs, platform=platform, training=training, granularity=granularity,
                                 module_depth=module_depth, dtype=dtype, name=label, operators=operators)
