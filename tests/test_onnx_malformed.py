@@ -485,6 +485,18 @@ def test_a_tensor_beyond_any_device_is_an_error():
     assert str(err.value) == "huge: tensor 'x' holds 2.127e+37 elements (2 dimensions), more than any device can hold"
 
 
+def test_inputs_that_hold_no_samples_are_an_error():
+    """A model whose inputs all hold no elements (a static batch of 0) was costed as a run of no samples: every
+    operator its overhead alone. One empty input beside one that holds samples is read as before."""
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [("x", [0, 4])], [("y", [0, 4])])
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(m, "empty")
+    assert str(err.value) == "empty: the model's inputs hold no elements (shapes (0, 4)): give it one batch of samples"
+    m = model([helper.make_node("Concat", ["x", "z"], ["y"], name="c", axis=0)], [("x", [2, 4]), ("z", [0, 4])],
+              [("y", [2, 4])])
+    assert [op.name for op in graph_from_onnx(m, "half").ops] == ["c"]
+
+
 def test_the_scalar_index_of_a_select_is_no_parameter_memory():
     """``x[:, -1]`` is a Gather of a 0-dimensional int64 initializer, which is torch's ``select`` taking a Python
     int: a view reading no tensor. Its 8-byte index was charged to the node as parameter memory (the torch

@@ -1286,6 +1286,17 @@ def _uninferred_version(onnx: Any, op_type: str, opset: int) -> tuple[int, int |
     return schema.since_version, min(later, default=None)
 
 
+def _refuse_empty_inputs(graph: Any, table: Mapping[str, _Tensor], name: str) -> None:
+    """Refuse a model whose inputs (the graph's, less its initializers) all hold no elements, a static batch of
+    0: every operator would be costed as a run of no samples, its overhead alone."""
+    weights = {init.name for init in graph.initializer} | {s.values.name for s in graph.sparse_initializer}
+    inputs = [table.get(value.name) for value in graph.input if value.name not in weights]
+    if inputs and all(tensor is not None and tensor.numel == 0 for tensor in inputs):
+        shapes = ", ".join(str(tensor.shape) for tensor in inputs if tensor is not None)
+        raise InvalidInstanceError(f"{name}: the model's inputs hold no elements (shapes {shapes}): give it one batch "
+                                   "of samples")
+
+
 def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                     dims: dict[str, int] | None = None, folder: str | Path | None = None) -> OpGraph:
     """The :class:`OpGraph` of an ONNX model (module docstring); warns about unknown operators. ``folder``:
@@ -1322,6 +1333,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     _expose_subgraph_reads(model.graph)
     named, aliases = _fold_data_aliases(model.graph)
     table = _tensor_table(shaped, dtype, onnx, name)
+    _refuse_empty_inputs(model.graph, table, name)
     params = {init.name: table[init.name] for init in model.graph.initializer}
     params.update((sparse.values.name, table[sparse.values.name]) for sparse in model.graph.sparse_initializer)
     taken_names = names_in(model.graph) | set(table)
