@@ -361,6 +361,31 @@ def test_times_whose_total_overflows_are_refused_without_a_warning(tmp_path):
             placement.load(doc)
 
 
+def test_device_counts_past_the_largest_float_leave_the_lower_bounds_valid(tmp_path, capsys):
+    """maxFPGAs and maxCPUs written 1e308 each fit a float, but their total does not: dividing the work by it
+    raised OverflowError out of placement info and the local search, as did such counts given to solve (it takes
+    counts of up to 309 digits). The bounds divide by infinity there: the average is 0, still a bound, and the
+    class bound stands."""
+    from placement.cli import main
+    from placement.problem.bounds import gpipe_lower_bound, throughput_lower_bound
+
+    doc = json.loads(CHAIN4.read_text(encoding="utf-8"))
+    doc.update(maxFPGAs=1e308, maxCPUs=1e308)
+    bound = throughput_lower_bound(placement.load(doc))
+    assert (bound["class"], bound["average"], bound["bound"]) == (5.0, 0.0, 5.0)
+    assert 0.0 <= bound["weighted"] < 1e-300
+    result = placement.solve(str(CHAIN4), method="local-search", accelerators=10 ** 308, cpus=10 ** 308, restarts=1)
+    assert (result.value, result.bound) == (6.0, 5.0)
+    pair = placement.load(str(CHAIN4.parent / "training-pair.json"))
+    huge = dataclasses.replace(pair, device_types=tuple(dataclasses.replace(t, count=10 ** 308)
+                                                         for t in pair.device_types))
+    assert gpipe_lower_bound(huge) == 3.0 + 6.0   # the classes: forward f2 (3), backward b2 (6)
+    path = tmp_path / "many.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    assert main(["info", str(path)]) == 0
+    assert "throughput lower bound: 5  max(class 5, average 0, speed-weighted " in capsys.readouterr().out
+
+
 def test_a_batch_too_large_to_plan_is_refused_before_any_work():
     """A 2-stage Piper batch of 10^8 micro-batches would need 2·10^8 simulated tasks (about 75 GiB);
     the planner refuses it with the simulator's limit instead of running out of memory."""

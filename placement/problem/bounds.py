@@ -7,6 +7,7 @@ prints the throughput one. Every bound here holds for every contiguity class.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Sequence
 
 from placement.problem.instance import Instance
@@ -64,6 +65,13 @@ def class_without_device(problem: Instance) -> str | None:
     return None
 
 
+def _divisor(count: int) -> float:
+    """A device count (an integer of any size) as the float a load is divided by: infinity where it is past the
+    largest float, which no division by the count itself would reach; a share divided by it is then 0, no larger
+    than the true share, and so still a lower bound."""
+    return float(count) if count <= sys.float_info.max else math.inf
+
+
 def throughput_lower_bound(problem: Instance) -> dict[str, float]:
     """A valid lower bound on the optimal throughput objective (max load over all devices).
 
@@ -93,7 +101,7 @@ def throughput_lower_bound(problem: Instance) -> dict[str, float]:
                     for members in classes), default=0.0)
     devices = sum(t.count for t in problem.device_types)
     total = sum(cheapest)
-    average = total / devices
+    average = total / _divisor(devices)
     weighted = weighted_average(problem)
     return {"class": by_class, "average": average, "weighted": weighted, "bound": max(by_class, average, weighted)}
 
@@ -126,7 +134,7 @@ def weighted_average(problem: Instance, backward: bool | None = None) -> float:
     if not weighted_applies(problem):
         return 0.0
     a, b = (t for t, dtype in enumerate(problem.device_types) if dtype.count > 0)
-    count_a, count_b = problem.device_types[a].count, problem.device_types[b].count
+    count_a, count_b = _divisor(problem.device_types[a].count), _divisor(problem.device_types[b].count)
     room_a, room_b = problem.device_types[a].memory, problem.device_types[b].memory
     nan = math.nan     # a type the node cannot use
     nodes = [n for n in problem.nodes if backward is None or n.backward == backward]
@@ -180,7 +188,7 @@ def gpipe_lower_bound(problem: Instance) -> float:
             if part:
                 by_class = max(by_class, _class_time(problem, members, part))
         work = sum(_node_time(problem, i) for i, n in enumerate(problem.nodes) if n.backward == backward)
-        total += max(by_class, work / devices, weighted_average(problem, backward))
+        total += max(by_class, work / _divisor(devices), weighted_average(problem, backward))
     return total
 
 
