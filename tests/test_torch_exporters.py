@@ -1359,3 +1359,24 @@ def _refused_in_three_stages(instance, reason):
             export(lay, cut([0, 1], [2, 3], [4, 5]))
         assert str(err.value) == f"plan cannot be written as {name}: {reason}"
     return lay, cut
+
+
+def test_a_program_whose_state_the_graph_module_cannot_hold_is_refused_by_name():
+    """``program.module()`` registers the program's state under the model's names on a GraphModule, which holds
+    ``graph`` itself: torch failed on the first operator reading ``graph.weight`` ("references nonexistent
+    attribute"); torch's ``pipeline()`` fails alike, so no pipe_split program helps."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from placement.costmodel.roofline import make_platform
+    from placement.io.exporters import pipe_split_module
+    from placement.io.torch_export import import_torch
+
+    model = torch.nn.Sequential()
+    for name in ("first", "graph", "last"):
+        model.add_module(name, torch.nn.Linear(4, 4))
+    imported = import_torch(model, (torch.randn(2, 4),), platform=make_platform("h100", "epyc-7763", 2, 0))
+    with pytest.raises(InvalidParameterError) as error:
+        pipe_split_module(imported.source, layout_from_instance(imported.instance), plan([0], [1, 2]))
+    assert (error.value.parameter, str(error.value)) == ("program", (
+        "program has a submodule named 'graph', which torch.fx.GraphModule uses for an attribute of its own: torch "
+        "cannot make a module of the exported program (ExportedProgram.module(), from which the stages and "
+        "torch.distributed.pipelining.pipeline() are built); rename the submodule"))

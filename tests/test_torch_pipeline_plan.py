@@ -2666,3 +2666,47 @@ def test_a_sparse_output_is_refused_by_name():
     assert (error.value.parameter, str(error.value)) == ("model", (
         "model returns the sparse tensor 'to_sparse' (layout torch.sparse_coo); a pipelined model returns strided "
         "tensors, which its stages send and gather over micro-batches: return it dense (to_dense())"))
+
+
+class AttributeNamed(nn.Module):
+    """Three linears; the middle one a submodule named ``name``, or a scale after it, a parameter or buffer so
+    named."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.first, self.last = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.middle = name
+        if kind == "submodule":
+            self.add_module(name, nn.Linear(4, 4))
+        elif kind == "parameter":
+            self.register_parameter(name, nn.Parameter(torch.randn(4)))
+        else:
+            self.register_buffer(name, torch.randn(4))
+
+    def forward(self, x):
+        h, middle = torch.tanh(self.first(x)), getattr(self, self.middle)
+        return self.last(torch.tanh(middle(h) if isinstance(middle, nn.Module) else h * middle))
+
+
+@pytest.mark.parametrize("kind, name", [("submodule", "graph"), ("parameter", "code"), ("buffer", "meta"),
+                                        ("submodule", "validate_inputs"), ("parameter", "_in_spec")])
+def test_a_name_the_graph_module_holds_itself_is_refused_before_the_search(monkeypatch, kind, name):
+    """torch registers the exported program's state on a GraphModule under the model's names, and failed on a name
+    that module holds itself (a KeyError, a TypeError, or a missing submodule weight) after the search."""
+    def no_search(*args, **kwargs):
+        raise AssertionError("the plan was searched for")
+
+    monkeypatch.setattr(placement, "solve", no_search)
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(AttributeNamed(kind, name), (torch.randn(2, 4),), devices="epyc-7763:2", stages=2)
+    assert (error.value.parameter, str(error.value)) == ("model", (
+        f"model has a {kind} named {name!r}, which torch.fx.GraphModule uses for an attribute of its own: torch "
+        "cannot make a module of the exported program (ExportedProgram.module(), from which the stages and "
+        f"torch.distributed.pipelining.pipeline() are built); rename the {kind}"))
+
+
+def test_a_name_the_graph_module_does_not_hold_is_planned():
+    model, x = AttributeNamed("submodule", "graph_module"), torch.randn(2, 4)
+    out, _ = chained(plan_pipeline(model, (x,), devices="epyc-7763:2", stages=2, granularity="operator"), (x,))
+    assert torch.allclose(out, model(x))

@@ -826,6 +826,7 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan, relayed: bool = 
     (:func:`_send_contiguous`), a stage that writes in place into a value it receives writes into a copy made
     at its start (:func:`_copy_what_stages_write_into`), and a model that returns its own parameter is refused.
     """
+    from placement.io.module_names import check_state_names
     from placement.io.torch_export import require_torch
 
     require_torch()
@@ -838,6 +839,7 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan, relayed: bool = 
         require_outputs_in_last_stage(layout, parts, "pipe-split")
     by_id = {node.id: node for node in layout.nodes}
     stage_of_op = {op: s for s, stage in enumerate(parts) for v in stage for op in by_id[v].ops}
+    check_state_names(program, "program")
     gm = program.module()
     graph = gm.graph
     fixed_kinds = ("placeholder", "get_attr", "output")

@@ -754,6 +754,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     """
     import placement
     from placement.io.exporters import layout_from_instance, pipe_split_module
+    from placement.io.module_names import check_state_names
     from placement.io.opgraph import backward_values
     from placement.io.tarnawski import parse_instance
     from placement.io.torch_export import check_module, import_torch, require_torch
@@ -820,6 +821,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     names = canonical_names(model)
     aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
     check_program_outputs(imported.source, aliases)   # before solving: a refusal takes no search
+    check_state_names(imported.source, "model")
     strided = input_storage_reads(imported.source)
     if strided:
         operator, node, name = strided[0]
