@@ -1368,12 +1368,19 @@ def test_a_program_whose_state_the_graph_module_cannot_hold_is_refused_by_name()
     torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
     from placement.costmodel.roofline import make_platform
     from placement.io.exporters import pipe_split_module
+    from placement.io.module_names import GraphModuleNameWarning
     from placement.io.torch_export import import_torch
 
     model = torch.nn.Sequential()
     for name in ("first", "graph", "last"):
         model.add_module(name, torch.nn.Linear(4, 4))
-    imported = import_torch(model, (torch.randn(2, 4),), platform=make_platform("h100", "epyc-7763", 2, 0))
+    with pytest.warns(GraphModuleNameWarning) as caught:
+        imported = import_torch(model, (torch.randn(2, 4),), platform=make_platform("h100", "epyc-7763", 2, 0))
+    assert [str(w.message) for w in caught if w.category is GraphModuleNameWarning] == [
+        "model has a submodule named 'graph', which torch.fx.GraphModule uses for an attribute of its own: torch "
+        "cannot make a module of the exported program, so torch.distributed.pipelining.pipeline() (the split-spec "
+        "and pipe-split forms) fails on it, and pipe_split_module refuses it; rename the submodule (the deepspeed "
+        "and megatron forms are not affected)"]
     with pytest.raises(InvalidParameterError) as error:
         pipe_split_module(imported.source, layout_from_instance(imported.instance), plan([0], [1, 2]))
     assert (error.value.parameter, str(error.value)) == ("program", (

@@ -20,6 +20,7 @@ from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 import placement  # noqa: E402
+from placement.io.module_names import GraphModuleNameWarning  # noqa: E402
 from placement.io.opgraph import CostModelWarning  # noqa: E402
 from placement.plan import DeviceAssignment, Plan  # noqa: E402
 from placement.torch import RelayWarning, plan_pipeline  # noqa: E402
@@ -2698,7 +2699,8 @@ def test_a_name_the_graph_module_holds_itself_is_refused_before_the_search(monke
         raise AssertionError("the plan was searched for")
 
     monkeypatch.setattr(placement, "solve", no_search)
-    with pytest.raises(placement.InvalidParameterError) as error:
+    with pytest.raises(placement.InvalidParameterError) as error, warnings.catch_warnings():
+        warnings.simplefilter("error", GraphModuleNameWarning)   # the import's warning: the refusal says it
         plan_pipeline(AttributeNamed(kind, name), (torch.randn(2, 4),), devices="epyc-7763:2", stages=2)
     assert (error.value.parameter, str(error.value)) == ("model", (
         f"model has a {kind} named {name!r}, which torch.fx.GraphModule uses for an attribute of its own: torch "

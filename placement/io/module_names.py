@@ -7,7 +7,8 @@ from that module. A name whose first part is an attribute the module holds itsel
 ``recompile``, and those it sets on itself after the state: ``validate_inputs``, ``range_constraints``,
 ``_in_spec``) cannot be registered there: torch raises a ``KeyError`` or a ``TypeError``, or, for a submodule so
 named, leaves its parameters out and fails on the first operator that reads them. Such a model is refused by
-the name to change (:func:`check_state_names`).
+the name to change (:func:`check_state_names`); an import warns of it (:func:`warn_of_state_names`), as the
+instance is planned and split for DeepSpeed and Megatron all the same.
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from placement.errors import InvalidParameterError
+from placement.io.opgraph import CostModelWarning
+
+
+class GraphModuleNameWarning(CostModelWarning):
+    """An imported model's state has a name that ``ExportedProgram.module()`` cannot register (module docstring):
+    torch's pipeline runtime cannot split it (a ``CostModelWarning``, which ``placement import`` prints, as the
+    other warnings of an import)."""
 
 
 def _graph_module_attributes() -> Any:
@@ -57,3 +65,18 @@ def check_state_names(program: Any, parameter: str) -> None:
                                                "attribute of its own: torch cannot make a module of the exported "
                                                "program (ExportedProgram.module(), from which the stages and "
                                                f"torch.distributed.pipelining.pipeline() are built); rename the {kind}")
+
+
+def warn_of_state_names(program: Any) -> None:
+    """Warn (:class:`GraphModuleNameWarning`) where :func:`clashing_state_name` finds a name in the exported
+    ``program``, naming it and the hand-off forms that cannot be built."""
+    import warnings
+
+    clash = clashing_state_name(program)
+    if clash is not None:
+        kind, name = clash
+        warnings.warn(GraphModuleNameWarning(
+            f"model has a {kind} named {name!r}, which torch.fx.GraphModule uses for an attribute of its own: torch "
+            "cannot make a module of the exported program, so torch.distributed.pipelining.pipeline() (the "
+            "split-spec and pipe-split forms) fails on it, and pipe_split_module refuses it; rename the "
+            f"{kind} (the deepspeed and megatron forms are not affected)"), stacklevel=3)

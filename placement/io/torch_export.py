@@ -1433,11 +1433,13 @@ def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *,
     :func:`placement.io.exporters.pipe_split_module` splits. The instance's ``about.uncalled_entries`` lists
     the entries of numbered containers that the forward did not call in the exported run (:func:`uncalled_entries`).
     """
+    from placement.io.module_names import warn_of_state_names
     from placement.torch.partition import canonical_names
 
     check_grouping(granularity, module_depth)   # before the export (seconds)
     with module_calls(model) as called:
         program = export_program(model, args, kwargs)
+    warn_of_state_names(program)
     graph = replace(graph_from_program(program, name or type(model).__name__, dtype), aliases=module_aliases(model))
     first = canonical_names(model)   # a tied tensor by its first name, as the stages and the ONNX import name it
     names = {target: first.get(id(tensor), target) for target, tensor in program.state_dict.items()}

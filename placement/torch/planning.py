@@ -754,7 +754,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     """
     import placement
     from placement.io.exporters import layout_from_instance, pipe_split_module
-    from placement.io.module_names import check_state_names
+    from placement.io.module_names import GraphModuleNameWarning, check_state_names
     from placement.io.opgraph import backward_values
     from placement.io.tarnawski import parse_instance
     from placement.io.torch_export import check_module, import_torch, require_torch
@@ -808,7 +808,9 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
         check_microbatches(schedule, microbatches, stages)
     try:
         with sequence_first_reads(model) as sequence_first, (
-                custom_gradients(model) if training else contextlib.nullcontext([])) as gradients:
+                custom_gradients(model) if training else contextlib.nullcontext([])) as gradients, \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore", GraphModuleNameWarning)   # refused below, by check_state_names
             imported = import_torch(model, args, kwargs, platform=platform, training=training,
                                     granularity=granularity)
     except InvalidParameterError as exc:
