@@ -15,7 +15,11 @@ formulas of DESIGN.md §2, written out here in exact rational arithmetic:
   without forward nodes mirrored onto the classes' forward representatives) acyclic;
 * ``latency``: an accelerator runs at most ``calls`` convex calls one after another, each starting
   when its inputs and the device's previous call have finished and lasting
-  ``Σ c(In) + Σ p + Σ c(Out)``; a CPU node starts when its inputs have finished.
+  ``Σ c(In) + Σ p + Σ c(Out)``; a CPU node starts when its inputs have finished;
+* ``backward="split"`` (docs/backward-split.md, memory unbounded): a backward node's B part (half its
+  time) runs on its layer's stage, its W part on a stage ``w_placement`` allows; every tensor is paid
+  once by its producer and once by each other device that reads it (W reads its node's inputs and its
+  layer's forward inputs).
 
 Instances are drawn from seeded :class:`random.Random` generators (Tarnawski's format and the native
 format with several device types; diamonds, fans, disconnected graphs, training graphs with colour
@@ -157,6 +161,43 @@ class Oracle:
             if (stages is None or len(held) == stages) and self.fits(held) and self.in_class(held, labels, contiguity):
                 value = self.value(held, objective)
                 best = value if best is None or value < best else best
+        return best
+
+    def split_optimum(self, w_placement: str, w_share: Fraction = Fraction(1, 2)):
+        """The split-backward optimum (docs/backward-split.md) without memory bounds: every pipeline order of
+        every ``stages`` plan, every stage for each W task that ``w_placement`` allows, B tasks at home."""
+        best = None
+        backward = [v for v in self.ids if self.back[v]]
+        layer_inputs = {u: {x for f in self.classes[self.class_of[u]] if not self.back[f] for x in self.pred[f]}
+                        for u in backward}
+        for labels in self.assignments():
+            held = self.devices(labels)
+            if not self.fits(held) or not self.in_class(held, labels, "stages"):
+                continue
+            home = {v: slot for slot, nodes in held.items() for v in nodes}
+            for order in itertools.permutations(held):
+                if any(order.index(labels[a]) > order.index(labels[b]) for a, b in self.pipeline_edges):
+                    continue
+                options = []
+                for u in backward:
+                    at = order.index(home[u])
+                    allowed = order if w_placement == "any" else order[at:at + 2]
+                    options.append([s for s in allowed if self.time[u][s[0]] is not None])
+                for places in itertools.product(*options):
+                    w_at = dict(zip(backward, places))
+                    load = {slot: Fraction(0) for slot in order}
+                    for v in self.ids:
+                        p = self.time[v][home[v][0]]
+                        load[home[v]] += p - w_share * p if self.back[v] else p
+                        if self.back[v]:
+                            load[w_at[v]] += w_share * self.time[v][w_at[v][0]]
+                    for x in self.ids:
+                        readers = {home[w] for w in self.succ[x]} | {w_at[w] for w in self.succ[x] if self.back[w]}
+                        readers |= {w_at[u] for u in backward if x in layer_inputs[u]}
+                        for slot in readers - {home[x]} | ({home[x]} if readers - {home[x]} else set()):
+                            load[slot] += self.cost[x] if self.types[slot[0]][2] else 0
+                    value = max(load.values())
+                    best = value if best is None or value < best else best
         return best
 
     def call_splits(self, nodes: list, calls: int):
@@ -351,3 +392,16 @@ def test_verify_prices_random_plans_as_the_oracle_does(seed: int) -> None:
         assert verdict.valid == valid, (plan, verdict.violations)
         if valid:
             assert verdict.value == float(oracle.value(held, objective)), plan
+
+
+@pytest.mark.parametrize("seed", [seed for seed in SEEDS if seed % 3 == 1])
+@pytest.mark.parametrize("w_placement", ["any", "adjacent"])
+def test_split_backward_finds_the_oracle_optimum(seed: int, w_placement: str) -> None:
+    doc = document(seed)
+    for device_type in doc.get("deviceTypes", ()):
+        device_type["memory"] = None
+    if "deviceTypes" not in doc:
+        doc["maxSizePerFPGA"] = 10 ** 6
+    truth = Oracle(doc).split_optimum(w_placement)
+    result = placement.solve(doc, backward="split", w_placement=w_placement)
+    assert claim(result, None if truth is None else float(truth)) is None
