@@ -353,11 +353,11 @@ def test_exact_methods_find_the_oracle_optimum(seed: int) -> None:
     for options, truth in cases:
         result = placement.solve(doc, **options)
         truth = None if truth is None else float(truth)
-        if claim(result, truth) is not None:
-            wrong.append((options, claim(result, truth)))
+        if claim(result, truth) is not None or result.status not in ("optimal", "infeasible"):
+            wrong.append((options, result.status, claim(result, truth)))
         elif result.status == "optimal":
             assert result.verified
-    assert wrong == []
+    assert wrong == []   # on these tiny cases every exact method proves the optimum, or that there is none
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -404,4 +404,4 @@ def test_split_backward_finds_the_oracle_optimum(seed: int, w_placement: str) ->
         doc["maxSizePerFPGA"] = 10 ** 6
     truth = Oracle(doc).split_optimum(w_placement)
     result = placement.solve(doc, backward="split", w_placement=w_placement)
-    assert claim(result, None if truth is None else float(truth)) is None
+    assert (result.status, claim(result, None if truth is None else float(truth))) == ("optimal", None)
