@@ -770,8 +770,8 @@ def test_a_bad_value_in_the_plan_files_backward_record_is_named_as_the_records(t
     out.write_text(json.dumps(document))
     capsys.readouterr()
     assert main(["verify", pair, str(out)]) == 2
-    assert capsys.readouterr().err == ("error: the plan file's backward record: w_share must be a finite number ≥ 0 "
-                                       "and ≤ 1, not 7\n")
+    assert capsys.readouterr().err == (f"error: {out}: the plan's backward record: w_share must be a finite number "
+                                       "≥ 0 and ≤ 1, not 7\n")   # the file named, as simulate and the others name it
     # a joint plan whose record was edited to a malformed split one: simulate refuses the record as verify
     # does (it ran, the record unread)
     assert main(["solve", DIAMOND, "--out", str(tmp_path / "joint.json"), "--quiet"]) == 0

@@ -67,7 +67,7 @@ def split_options(args: argparse.Namespace, record: dict) -> tuple[dict, str]:
             split_model(options["w_placement"], options["inter_layer"], options["w_share"])
         except InvalidParameterError as exc:
             if exc.parameter in taken:
-                raise UsageError(f"the plan file's backward record: {exc}") from None
+                raise UsageError(f"{args.plan}: the plan's backward record: {exc}") from None
     phrases = []
     for name in taken:
         flag, value = f"--{name.replace('_', '-')}", options[name]
