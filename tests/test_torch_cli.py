@@ -483,6 +483,17 @@ def exits():
     sys.exit(0)
 
 
+def number_keyword():
+    """Factory: :func:`tiny_mlp` with a keyword input whose key is no string."""
+    return (*tiny_mlp(), {1: torch.randn(3, 4)})
+
+
+def unknown_keyword():
+    """Factory: :func:`tiny_mlp` with a keyword input its forward (``nn.Sequential``'s, of ``input``) has no
+    parameter for."""
+    return (*tiny_mlp(), {"mask": torch.randn(3, 4)})
+
+
 def not_a_module():
     return "model", (torch.randn(2, 2),)
 
@@ -512,6 +523,14 @@ def no_samples():
     (["import", "tests.test_torch_cli:no_samples", "--out", "x.json"],
      "error: tests.test_torch_cli:no_samples(): the example args must be one micro-batch of samples, but they hold "
      "no elements (shapes (0, 4))"),
+    # the export's TypeError blamed the model ('M cannot be exported: torch.export raised TypeError: keywords
+    # must be strings')
+    (["import", "tests.test_torch_cli:number_keyword", "--out", "x.json"],
+     "error: tests.test_torch_cli:number_keyword(): the example kwargs must map the names of forward's keyword "
+     "parameters to inputs, but holds the key 1 (int)"),
+    (["import", "tests.test_torch_cli:unknown_keyword", "--out", "x.json"],
+     "error: tests.test_torch_cli:unknown_keyword(): the example kwargs holds the keyword 'mask', which "
+     "Sequential.forward does not take (its keyword parameters: 'input')"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--devices", "tpu"],
      "error: --devices must name a device of the catalogue (a100, a100-40gb, epyc-7763, h100, v100), not 'tpu'"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--devices", "a100", "h100"],

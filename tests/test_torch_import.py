@@ -296,6 +296,20 @@ def test_export_failures_and_bad_arguments_are_one_line_errors():
         import_module(Broken(), (torch.randn(2),))
     assert "\n" not in str(err.value)
     assert str(err.value).startswith("model Broken cannot be exported: torch.export raised ")
+    # the export's TypeError blamed the model ('model Broken cannot be exported: torch.export raised TypeError:
+    # keywords must be strings'), where the example inputs were at fault
+    linear = nn.Linear(2, 2)
+    with pytest.raises(InvalidParameterError) as err:
+        import_module(linear, (torch.randn(2),), {("x",): torch.randn(2)})
+    assert str(err.value) == ("kwargs must map the names of forward's keyword parameters to inputs, but holds the "
+                              "key ('x',) (tuple)")
+    with pytest.raises(InvalidParameterError) as err:
+        import_module(linear, (torch.randn(2),), {"mask": torch.randn(2), "scale": 2.0})
+    assert str(err.value) == ("kwargs holds the keywords 'mask', 'scale', which Linear.forward does not take (its "
+                              "keyword parameters: 'input')")
+    with pytest.raises(InvalidParameterError) as err:
+        import_module(linear, (torch.randn(2), torch.randn(2)))
+    assert str(err.value) == "args holds 2 positional inputs, but Linear.forward takes at most 1"
     with pytest.raises(InvalidParameterError, match="^granularity must be one of 'operator', 'module', "
                                                     "not 'layer'$"):
         group_ops(import_module(*mlp()), "layer")

@@ -153,6 +153,17 @@ def test_arguments_and_micro_batches_that_no_schedule_can_run_are_refused():
         "kwargs holds the keyword inputs 'target', 'losses', which the step() of torch's pipeline schedules takes "
         "for itself (target, losses, return_outputs, loss_kwargs) and never passes to the model: rename them in the "
         "model's forward"))
+    # the export's TypeError blamed the model ('model Tempered cannot be exported: torch.export raised TypeError:
+    # got an unexpected keyword argument 'temprature'')
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(Tempered(), (x,), {"temprature": torch.ones(4, 1)}, devices="h100:2")
+    assert (error.value.parameter, str(error.value)) == ("kwargs", (
+        "kwargs holds the keyword 'temprature', which Tempered.forward does not take (its keyword parameters: 'x', "
+        "'temperature')"))
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(Tempered(), (x,), {2: torch.ones(4, 1)}, devices="h100:2")
+    assert str(error.value) == ("kwargs must map the names of forward's keyword parameters to inputs, but holds the "
+                                "key 2 (int)")
     with pytest.raises(placement.InvalidParameterError) as error:   # it was planned as a model that costs nothing
         plan_pipeline(mlp(), (torch.randn(0, 8),), devices="h100:2")
     assert str(error.value) == "args must be one micro-batch of samples, but they hold no elements (shapes (0, 8))"

@@ -210,8 +210,14 @@ def import_model_spec(spec: str, platform: Platform, *, training: bool, granular
             raise UsageError(f"{spec}(): the example args must be one micro-batch of samples, but they hold no "
                              f"elements (shapes {', '.join(str(tuple(value.shape)) for value in args)})")
         label = name or spec.rpartition(":")[2]
-        imported = import_torch(model, args, kwargs, platform=platform, training=training, granularity=granularity,
-                                module_depth=module_depth, dtype=dtype, name=label, operators=operators)
+        try:
+            imported = import_torch(model, args, kwargs, platform=platform, training=training,
+                                    granularity=granularity, module_depth=module_depth, dtype=dtype, name=label,
+                                    operators=operators)
+        except InvalidParameterError as exc:   # the factory's example inputs, which no option gives
+            if exc.parameter not in ("args", "kwargs"):
+                raise
+            raise UsageError(f"{spec}(): the example {exc}") from None
     imported.instance["about"]["model"] = label
     return imported
 

@@ -265,6 +265,38 @@ def check_module(model: Any) -> None:
         raise InvalidParameterError("model", f"must be a torch.nn.Module, not {type(model).__name__}{hint}")
 
 
+def check_forward_takes(model: Any, args: Sequence[Any], kwargs: dict | None) -> None:
+    """Refuse example inputs that ``model``'s forward cannot be called with, about ``kwargs`` (a key that is no
+    string, a keyword forward has no parameter for) or ``args`` (more positional inputs than forward takes), before
+    the export blames the model for them. A model with forward pre-hooks (which may change its inputs) or a
+    forward whose signature cannot be read is left to the export."""
+    import inspect
+
+    for key in kwargs or {}:
+        if not isinstance(key, str):
+            raise InvalidParameterError("kwargs", f"must map the names of forward's keyword parameters to inputs, "
+                                                  f"but holds the key {key!r} ({type(key).__name__})")
+    if getattr(model, "_forward_pre_hooks", None):
+        return
+    try:
+        parameters = inspect.signature(model.forward).parameters.values()
+    except (TypeError, ValueError):
+        return
+    owner = f"{type(model).__name__}.forward"
+    kinds = {p.kind for p in parameters}
+    named = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    unknown = [key for key in kwargs or {} if key not in named]
+    if unknown and inspect.Parameter.VAR_KEYWORD not in kinds:
+        listed = ", ".join(map(repr, named)) or "none"
+        raise InvalidParameterError("kwargs", f"holds the keyword{'s' * (len(unknown) > 1)} "
+                                              f"{', '.join(map(repr, unknown))}, which {owner} does not take "
+                                              f"(its keyword parameters: {listed})")
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(args) > len(positional) and inspect.Parameter.VAR_POSITIONAL not in kinds:
+        raise InvalidParameterError("args", f"holds {len(args)} positional inputs, but {owner} takes at most "
+                                            f"{len(positional)}")
+
+
 def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None, dynamic_shapes: Any = None) -> Any:
     """``torch.export.export`` of ``model``; a failure becomes a one-line :class:`InvalidParameterError`.
     Inside a ``torch.autocast`` context it is refused: the program would mix autocast's types with the
@@ -274,6 +306,7 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None, 
     plain operators, which a training plan's stages then differentiated (gradients other than the model's)."""
     torch = require_torch()
     check_module(model)
+    check_forward_takes(model, args, kwargs)
     autocast = active_autocast()
     if autocast:
         raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported inside torch.autocast "
@@ -1437,6 +1470,8 @@ def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *,
     from placement.torch.partition import canonical_names
 
     check_grouping(granularity, module_depth)   # before the export (seconds)
+    check_module(model)
+    check_forward_takes(model, args, kwargs)   # before module_calls hooks every module
     with module_calls(model) as called:
         program = export_program(model, args, kwargs)
     warn_of_state_names(program)

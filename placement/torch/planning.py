@@ -757,7 +757,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.io.module_names import GraphModuleNameWarning, check_state_names
     from placement.io.opgraph import backward_values
     from placement.io.tarnawski import parse_instance
-    from placement.io.torch_export import check_module, import_torch, require_torch
+    from placement.io.torch_export import check_forward_takes, check_module, import_torch, require_torch
     from placement.problem.instance import NodeFitsNoDeviceError
     from placement.torch.devices import parse_devices
     from placement.torch.partition import (batch_outputs, canonical_names, check_program_outputs,
@@ -796,6 +796,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     flag("training", training)
     integer("microbatches", microbatches, smallest=1)
     batch = check_micro_batch_dimension(args, kwargs or {}, torch, microbatches)
+    check_forward_takes(model, args, kwargs)   # before the hooks of sequence_first_reads, and the export
     integer("stages", stages, smallest=1, optional=True)
     one_of("schedule", schedule, SCHEDULES)
     number("time_limit", time_limit, positive=True, optional=True)
