@@ -633,6 +633,13 @@ def test_split_refuses_instances_without_metadata(tmp_path, capsys):
     assert main(["split", str(tiny), str(plan)]) == 2
     assert capsys.readouterr().err == (f"error: {tiny}: node 1 has no module metadata; only instances made by "
                                        "the model importers can be exported\n")
+    # read through a pipe, the instance went unnamed ('error: node 1 has no module metadata; ...')
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "placement", "split", "-", str(plan)], input=tiny.read_text(),
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (2, "error: /dev/stdin: node 1 has no module metadata; only instances "
+                                                 "made by the model importers can be exported\n")
 
 
 def test_file_factories_and_unknown_operators_warn(tmp_path, capsys):

@@ -13,7 +13,8 @@ import argparse
 import sys
 
 from placement.cli.options import (add_output_options, check_distinct, check_separate_streams, check_writable,
-                                   input_path, path_name, print_json, read_once, write_text)
+                                   input_path, naming_the_file, path_name, print_json, read_once,
+                                   write_text)
 from placement.errors import InvalidInstanceError
 from placement.handoff import SPLIT_FORMATS
 
@@ -40,7 +41,12 @@ def run(args: argparse.Namespace) -> int:
     source = read_once(args.instance, InvalidInstanceError, "instance")   # read for the instance and its layout
     check_distinct({"--out": args.out}, args.json)
     check_writable(args.out, (args.instance, args.plan))
-    done = split(source, args.plan, format=args.format)   # it reads the plan file once, after the instance
+    try:
+        done = split(source, args.plan, format=args.format)   # it reads the plan file once, after the instance
+    except InvalidInstanceError as exc:   # an instance read through a pipe is named as a file's is
+        if source is args.instance:
+            raise
+        raise naming_the_file(args.instance, exc) from None
     if not args.quiet:
         for note in done.notes:
             print(f"note: {args.rename(note)}", file=sys.stderr)
