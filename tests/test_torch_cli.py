@@ -537,6 +537,11 @@ def no_samples():
      "error: --devices names 2 accelerators (a100, h100); give one"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--accelerators", "0", "--cpus", "0"],
      "error: --accelerators must be at least 1 when there are no CPUs: a platform needs at least one device"),
+    # an empty name wrote the default one (from MODEL) into about.model, silently
+    (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--name", ""],
+     "error: argument --name: expected a model name, got ''"),
+    (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--name", " "],
+     "error: argument --name: expected a model name, got ' '"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--dim", "batch=2"],
      "error: --dim applies to ONNX models only"),
     (["import", "missing.onnx", "--out", "x.json"], "error: missing.onnx: no such file"),

@@ -47,6 +47,13 @@ def _dim(text: str) -> tuple[str, int]:
     return name, positive_int(value)
 
 
+def _model_name(text: str) -> str:
+    """The model name of ``--name``: some text besides spaces (an empty one would record no name)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a model name, got {text!r}")
+    return text
+
+
 def register(subparsers: Any) -> None:
     """Add the ``import`` command."""
     p = subparsers.add_parser("import", help="turn a PyTorch or ONNX model into an instance")
@@ -72,8 +79,9 @@ def register(subparsers: Any) -> None:
                    help="treat every floating-point tensor as this type (default: the model's own)")
     p.add_argument("--dim", dest="dims", type=_dim, action="append", default=[], metavar="NAME=VALUE",
                    help="ONNX: fix a symbolic input dimension (repeatable)")
-    p.add_argument("--name", help="model name recorded in the file's about.model (default: from MODEL); the "
-                                  "instance is named after its file when read")
+    p.add_argument("--name", type=_model_name,
+                   help="model name recorded in the file's about.model (default: from MODEL); the instance is named "
+                        "after its file when read")
     p.add_argument("--operators", action="store_true",
                    help="record each node's operators with their shapes (GEMMs, vector operators), "
                         "which placement codesign times on its accelerator template")
