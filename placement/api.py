@@ -175,17 +175,21 @@ def _with_record_notes(result: Any, plan: Any, checked: Any, problem: Any, objec
                        value: float | None = None, otherwise: tuple[str, str] | None = None) -> Any:
     """``result`` (a verdict, or a run) with the notes of what ``plan``'s record claims that its check refutes
     or cannot check (:func:`placement.io.plans.record_notes`: a claimed value, the instance named, a stage
-    count); the claimed value is checked against ``value`` for ``objective``, by default the verdict's own
-    (none for an invalid plan, whose value is no verdict on the claim), unless the check ran under another
-    backward model than the plan was solved under (``otherwise``, :func:`placement.problem.split.solved_otherwise`)."""
+    count; a verdict's device loads); the claimed value is checked against ``value`` for ``objective``, by default
+    the verdict's own (none for an invalid plan, whose value and loads are no verdict on the claims), unless the
+    check ran under another backward model than the plan was solved under (``otherwise``,
+    :func:`placement.problem.split.solved_otherwise`)."""
     from dataclasses import replace
 
     from placement.io.plans import record_notes
 
+    loads = None
     if objective is None:
         objective, value = result.objective, result.value if result.valid else None
+        report = result.report[0] if result.valid and isinstance(result.report, tuple) else None
+        loads = None if report is None else {device.position: device.load for device in report.devices}
     non_empty = sum(1 for device in checked.devices if device.nodes)
-    notes = record_notes(plan, objective, value, problem.name, non_empty, otherwise)
+    notes = record_notes(plan, objective, value, problem.name, non_empty, otherwise, loads)
     return replace(result, notes=tuple(result.notes) + tuple(notes)) if notes else result
 
 

@@ -751,6 +751,30 @@ def test_verify_notes_what_a_plan_record_claims_that_the_check_refutes(tmp_path)
         "throughput, and its claimed value was not checked",)
 
 
+def test_verify_notes_each_device_load_a_plan_record_claims_that_the_check_refutes():
+    """diamond-cpu's optimum (loads 9, 8 on the accelerators, 2 on the CPU) with recorded loads edited: a load that
+    disagrees was noted for the max load (maxLoad, objective) only, never for a device's own."""
+    diamond = ROOT / "instances" / "tiny" / "diamond-cpu.json"
+    document = placement.solve(diamond).to_json()
+    assert [d["load"] for d in document["devices"]] == [9.0, 8.0, 2.0]
+    document["devices"][1]["load"] = 8.5
+    document["fpgas"][1]["load"] = 8.5   # the same claim in both of the device's entries: one note
+    document["cpus"][0]["load"] = 2 + 1e-10   # within the claimed value's tolerance: no note
+    assert placement.verify(diamond, document).notes == (
+        "the plan file records load 8.5 for device 1; the verified load is 8",)
+    document["cpus"][0]["load"] = 3
+    assert placement.verify(diamond, document).notes == (
+        "the plan file records load 8.5 for device 1; the verified load is 8",
+        "the plan file records load 3 for cpus[0] (device 2); the verified load is 2")
+    # Tarnawski's format: the fpgas, then the cpus; -1 is a load not computed, and an invalid plan's loads no verdict
+    tarnawski = {"fpgas": [{"load": 9, "nodes": [10, 12]}, {"load": 7, "nodes": [11]}],
+                 "cpus": [{"load": -1, "nodes": [13]}]}
+    assert placement.verify(diamond, tarnawski).notes == (
+        "the plan file records load 7 for fpgas[1] (device 1); the verified load is 8",)
+    tarnawski["fpgas"][1]["nodes"] = []   # node 11 on no device
+    assert placement.verify(diamond, tarnawski).notes == ()
+
+
 def test_a_recorded_contiguity_that_names_no_class_is_noted_by_the_library_too():
     """A plan document recording "stagez" as its class was checked as class none with no note, where
     ``placement verify`` notes it; and a contiguity asked for leaves nothing to note."""

@@ -367,6 +367,16 @@ def test_verify_notes_a_claimed_value_the_plan_does_not_have(tmp_path, capsys):
             in capsys.readouterr().out)
     assert main(["verify", CHAIN4, str(tarnawski), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["claim_unreadable"] == "maxLoad"
+    # a device's recorded load that the check refutes: noted as maxLoad is, where it went unsaid
+    edited = json.loads(json.dumps(document))
+    edited["devices"][1]["load"] = 5
+    out.write_text(json.dumps(edited))
+    assert main(["verify", CHAIN4, str(out)]) == 0
+    assert "note: the plan file records load 5 for device 1; the verified load is 7.5\n" in capsys.readouterr().out
+    assert main(["verify", CHAIN4, str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"] == [
+        "checked for contiguity stages, the class the plan file records it was solved in",
+        "the plan file records load 5 for device 1; the verified load is 7.5"]
     out.write_text(json.dumps({**document, "objective": True}))   # a bool is no number either
     assert main(["verify", CHAIN4, str(out), "--json"]) == 0
     reply = json.loads(capsys.readouterr().out)

@@ -299,14 +299,46 @@ def claimed_objective(record: dict) -> Any:
     return record.get("objective_kind", "throughput")
 
 
+def load_notes(record: dict, source: str, loads: Mapping[int, float]) -> list[str]:
+    """What a plan document ``record`` (``source``: "the plan file" or "the result") claims of each device's load
+    that the verified ``loads`` (by position in the plan's devices) refute beyond the tolerance of the claimed
+    value (1e-9 relative), one sentence per device: the ``load`` of its ``devices`` entry, and of its ``fpgas`` or
+    ``cpus`` entry (Tarnawski's fields: where ``devices`` is there too, the accelerators and the CPUs among them, in
+    order; else the ``fpgas`` and then the ``cpus``). A negative load (Tarnawski's ``-1``: not computed), one that
+    is no finite number and a device the check did not report are no claims."""
+    devices = record.get("devices")
+    fpgas, cpus = (record.get(field) if isinstance(record.get(field), list) else [] for field in ("fpgas", "cpus"))
+    entries: list[tuple[str, Any, int]] = []
+    if isinstance(devices, list):
+        entries += [(f"device {k}", entry, k) for k, entry in enumerate(devices)]
+        typed = {kind: [k for k, entry in enumerate(devices) if isinstance(entry, dict) and entry.get("type") == kind]
+                 for kind in (ACCELERATOR, CPU)}
+    else:
+        typed = {ACCELERATOR: list(range(len(fpgas))), CPU: list(range(len(fpgas), len(fpgas) + len(cpus)))}
+    for field, listed, kind in (("fpgas", fpgas, ACCELERATOR), ("cpus", cpus, CPU)):
+        entries += [(f"{field}[{i}] (device {k})", entry, k) for i, (entry, k) in enumerate(zip(listed, typed[kind]))]
+    notes, noted = [], set()
+    for name, entry, k in entries:
+        claim = entry.get("load") if isinstance(entry, dict) else None
+        if (k not in loads or not isinstance(claim, (int, float)) or isinstance(claim, bool)
+                or not math.isfinite(claim) or claim < 0):
+            continue
+        if not math.isclose(claim, loads[k], rel_tol=1e-9, abs_tol=1e-12) and (k, claim) not in noted:
+            noted.add((k, claim))   # a devices entry and its Tarnawski twin that claim the same: one note
+            notes.append(f"{source} records load {claim:.10g} for {name}; the verified load is {loads[k]:.10g}")
+    return notes
+
+
 def record_notes(plan: object, objective: str, value: float | None, instance_name: str, non_empty: int,
-                 otherwise: tuple[str, str] | None = None) -> list[str]:
+                 otherwise: tuple[str, str] | None = None,
+                 loads: Mapping[int, float] | None = None) -> list[str]:
     """What a solved plan's record (a plan file, a plan document or a :class:`placement.Result`) claims that a
     verification of ``objective`` against the instance named ``instance_name`` refutes or cannot check, one
     sentence each: its claimed value (:func:`refuted_claims`; ``value`` is the verified value, ``None`` for an
     invalid plan, whose value is no verdict on the claim), a lower bound above that value, the instance it was
-    made for, and the number of non-empty stages it was solved into exactly against the plan's ``non_empty``
-    devices. Where the check ran under another backward model than the plan was solved under (``otherwise``:
+    made for, the number of non-empty stages it was solved into exactly against the plan's ``non_empty``
+    devices, and each device's load against the verified ``loads`` where given (:func:`load_notes`). Where the
+    check ran under another backward model than the plan was solved under (``otherwise``:
     the record's settings and the check's, in words), its value and bound are no claims about the check's: a
     note says so instead."""
     if isinstance(plan, (str, PathLike)):
@@ -333,6 +365,8 @@ def record_notes(plan: object, objective: str, value: float | None, instance_nam
                      "claimed value was not compared")
     if claims.value is not None:
         notes.append(f"{source} claims {objective} {claims.value:.10g}; the verified value is {value:.10g}")
+    if loads is not None and otherwise is None:
+        notes += load_notes(record, source, loads)
     if claims.unreadable == "objective_kind":
         notes.append(f"{source}'s 'objective_kind' names no objective ({', '.join(OBJECTIVES)}); checked for "
                      f"{objective}, and its claimed value was not checked")
