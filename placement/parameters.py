@@ -127,12 +127,18 @@ def stage_count(instance: Any, stages: Any) -> int | None:
 
 def keywords_checked(function: Callable) -> Callable:
     """``function`` refusing a keyword it does not take as Python does (a :class:`TypeError`), naming the keyword it
-    takes that the unknown one is a misspelling of, where there is one (``time_limt``: ``time_limit``)."""
+    takes that the unknown one is a misspelling of, where there is one (``time_limt``: ``time_limit``): one alike
+    it as a misspelt field is (:data:`placement.misspelling.NEAR_MISS`) and not given already, by position or by
+    keyword."""
     import functools
     import inspect
 
+    from placement.misspelling import NEAR_MISS
+
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    names = tuple(p.name for p in inspect.signature(function).parameters.values() if p.kind in kinds)
+    parameters = inspect.signature(function).parameters.values()
+    names = tuple(p.name for p in parameters if p.kind in kinds)
+    positional = tuple(p.name for p in parameters if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD)
     known = frozenset(names)
 
     @functools.wraps(function)
@@ -141,7 +147,8 @@ def keywords_checked(function: Callable) -> Callable:
             import difflib
 
             unknown = next(name for name in kwargs if name not in known)
-            near = difflib.get_close_matches(unknown, names, n=1, cutoff=0.6)
+            open_names = [name for name in names if name not in positional[:len(args)] and name not in kwargs]
+            near = difflib.get_close_matches(unknown, open_names, n=1, cutoff=NEAR_MISS)
             raise TypeError(f"{function.__name__}() got an unexpected keyword argument {unknown!r}"
                             + (f"; did you mean {near[0]!r}?" if near else ""))
         return function(*args, **kwargs)

@@ -186,6 +186,11 @@ def test_unknown_keyword_is_a_type_error():
      "split() got an unexpected keyword argument 'fromat'; did you mean 'format'?"),
     (lambda: placement.codesign(CHAIN4, chip=2, power=300), "codesign() got an unexpected keyword argument 'chip'; did "
                                                             "you mean 'chips'?"),
+    # no keyword is alike: 'trace' was taken for a misspelling of 'instance' (a ratio of 0.6)
+    (lambda: placement.simulate(CHAIN4, {"fpgas": []}, trace="t.json"),
+     "simulate() got an unexpected keyword argument 'trace'"),
+    # the parameter it is alike is given already, by position: naming it only led to a second TypeError
+    (lambda: placement.verify(CHAIN4, {"fpgas": []}, plans={}), "verify() got an unexpected keyword argument 'plans'"),
 ])
 def test_a_misspelt_keyword_is_a_type_error_naming_the_keyword_meant(call, message):
     # refused before any work, as Python refuses it, with the keyword it is a misspelling of
