@@ -2308,3 +2308,38 @@ def test_a_plan_of_an_onnx_instance_no_form_holds_points_to_the_stage_table(tmp_
         "import of the PyTorch model, where there is one, plans with placement.torch.plan_pipeline, which runs a "
         "model cut at stages of any shape: docs/pytorch.md)")
     assert len(placement.split(str(instance), plan, format="stages").split) == 2
+
+
+@pytest.mark.parametrize("stored, trained", [("initializer", False), ("Constant", False), ("varied", True)])
+def test_a_fill_that_a_select_reads_is_no_trained_parameter(stored, trained):
+    """``torch.where(y > 0, y, torch.zeros_like(y))``: the dynamo exporter folds the zeros into an initializer
+    (``zeros_like``), the TorchScript exporter into a ``Constant``. A tensor of one value that ``Where`` reads as a
+    value to select, and ``Max`` as an operand, is a constant of the program (torch.export's ``zeros_like`` is an
+    operator, no parameter): read (64 B), but no parameter, held in no memory. The bias of zeros that the ``Gemm``
+    and the ``Add`` read as a learned term stays a trained parameter, and so does a selected tensor of varied
+    values."""
+    fill = np.zeros((4, 4), dtype=np.float32) + (np.arange(16, dtype=np.float32).reshape(4, 4) if trained else 0)
+    inits = [numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4), "W"),
+             numpy_helper.from_array(np.zeros(4, dtype=np.float32), "B"),
+             numpy_helper.from_array(np.zeros(4, dtype=np.float32), "P"),
+             numpy_helper.from_array(np.array(0.0, dtype=np.float32), "s")]
+    nodes = [helper.make_node("Gemm", ["X", "W", "B"], ["Y"], name="/l/Gemm", transB=1),
+             helper.make_node("Greater", ["Y", "s"], ["G"], name="/Greater"),
+             helper.make_node("Where", ["G", "Y", "Z"], ["O"], name="/Where"),
+             helper.make_node("Max", ["O", "Z"], ["M"], name="/Max"),
+             helper.make_node("Add", ["M", "P"], ["A"], name="/Add")]
+    if stored == "Constant":
+        nodes.insert(0, helper.make_node("Constant", [], ["Z"], name="/Constant",
+                                         value=numpy_helper.from_array(fill, "Z")))
+    else:
+        inits.append(numpy_helper.from_array(fill, "Z"))
+    graph = helper.make_graph(nodes, "select", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4, 4])],
+                              [helper.make_tensor_value_info("A", TensorProto.FLOAT, [4, 4])], inits)
+    ops = graph_from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "select").ops
+    fills = [("Z", 64.0, True)] if trained else []
+    assert [(op.name, op.bytes_moved, [(p.name, p.nbytes, p.trainable) for p in op.params]) for op in ops] == [
+        ("/l/Gemm", 208.0, [("W", 64.0, True), ("B", 16.0, True)]),
+        ("/Greater", 80.0, []),                  # reads Y 64 B, writes 16 B; the scalar s is a number
+        ("/Where", 208.0, fills),                # reads G 16 B, Y 64 B and Z 64 B, writes 64 B
+        ("/Max", 192.0, fills),
+        ("/Add", 144.0, [("P", 16.0, True)])]

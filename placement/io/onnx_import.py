@@ -22,6 +22,10 @@ main graph is an operator, in graph order, except ``Constant`` nodes: their valu
 (dense or sparse), are data the consumers read (initializers of floating-point type and more than one
 element are the trained parameters, except a BatchNormalization's statistics, the zeros read only as a
 recurrent operator's initial state (:func:`_zero_initial_states`: read, but no parameter, held in no memory),
+the tensors of one value that only fills read (:func:`_folded_fills`: the values a ``Where`` selects between, the
+operands of ``Max``, ``Min`` and of comparisons, a ``zeros_like`` or ``full`` the exporter folded; read, held in no
+memory, and so are such ``Constant`` values; one an arithmetic operator, a product or a normalisation reads, a bias
+of zeros, stays a parameter),
 the identity scale and bias of a ``group_norm`` written out (:func:`_group_norm_identities`: neither held nor
 read), the mask of ``is_causal=True`` that the dynamo exporter's optimiser folds into an initializer added to an
 attention's scores (:func:`~placement.io.onnx_tied.causal_valued`: neither held nor read, as PyTorch's kernel
@@ -1094,6 +1098,42 @@ def _zero_initial_states(graph: Any, folder: str | Path | None) -> set[str]:
             and zero_valued(init, folder)}
 
 
+# the operators, and the positions of their inputs, that read a tensor as a fill rather than a learned term: the
+# values Where selects between, the operands of Max and Min and of the comparisons (whose results carry no gradient)
+FILL_READERS = {"Where": (1, 2), "Max": None, "Min": None, "Equal": None, "Greater": None, "GreaterOrEqual": None,
+                "Less": None, "LessOrEqual": None}
+
+
+def _folded_fills(graph: Any, folder: str | Path | None) -> set[str]:
+    """The floating-point tensors of more than one element, all of one value, that only :data:`FILL_READERS` read
+    (initializers, or ``Constant`` values): a ``zeros_like``, ``ones_like`` or ``full`` that the exporter folded
+    (``torch.where(y > 0, y, torch.zeros_like(y))``; the dynamo exporter's optimiser writes an initializer, the
+    TorchScript exporter a ``Constant``). They are constants of the program, no parameters (read, but held in no
+    memory, as torch.export's ``zeros_like`` is an operator). A tensor of one value that an arithmetic operator, a
+    product or a normalisation reads stays a parameter: a bias of zeros, a scale of ones or a LayerScale of
+    ``1e-5`` is a learned term as exported before its training."""
+    from onnx import TensorProto, helper
+
+    readers = _readers(graph)
+    returned = {v.name for v in graph.output}
+    values = {init.name: init for init in graph.initializer}
+    values.update((node.output[0], attr.t) for node in graph.node if node.op_type == "Constant" and node.output
+                  for attr in node.attribute if attr.name == "value" and attr.HasField("t"))
+
+    def as_fill(k: int, i: int) -> bool:
+        node = graph.node[k]
+        positions = FILL_READERS.get(node.op_type, ())
+        return node.domain in ("", "ai.onnx") and (positions is None or i in positions)
+
+    def floating(tensor: Any) -> bool:
+        known = tensor.data_type in TensorProto.DataType.values() and tensor.data_type != TensorProto.UNDEFINED
+        return known and helper.tensor_dtype_to_np_dtype(tensor.data_type).kind in "fc"
+
+    return {name for name, tensor in values.items()
+            if name in readers and name not in returned and floating(tensor) and math.prod(tensor.dims) > 1
+            and all(as_fill(k, i) for k, i in readers[name]) and constant_valued(tensor, folder)}
+
+
 def _group_norm_identities(graph: Any, table: dict[str, _Tensor], folder: str | Path | None) -> set[str]:
     """The scale of ones and bias of zeros of the ``InstanceNormalization`` nodes that exporters write for
     ``group_norm``: its input reshaped to ``[N, G, -1]``, normalised per group with a scale and a bias, which ONNX
@@ -1351,6 +1391,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     constants |= {name for k in folded for name in model.graph.node[k].output if name}
     derived, relaid = _parameter_derivations(model.graph, table, params, constants, folded)
     initial_states = _zero_initial_states(model.graph, folder)
+    fills = _folded_fills(model.graph, folder)
     identities = _group_norm_identities(model.graph, table, folder)
     sizes = _sizes_only(model.graph, params)
     folded = folded | relaid
@@ -1503,7 +1544,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         # BatchNormalization's running mean and variance (inputs 3 and 4), a recurrent layer's initial zeros:
         # never trained
         statistics = {x for m in members if m.node.op_type == "BatchNormalization" for x in m.node.input[3:5]}
-        statistics |= (initial_states | sizes | identities) & {x for m in members for x in m.node.input}
+        statistics |= (initial_states | fills | sizes | identities) & {x for m in members for x in m.node.input}
         # sizes, axes, positions and scales the file holds (a Reshape's shape, a ReduceMean's axes, a Resize's
         # scales, a select's index): host values in PyTorch (F.interpolate's scale_factor too), never read from the
         # device's memory
@@ -1526,8 +1567,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                 held = {p.name for p in used_params}
                 used_params.extend(Param(tied.get(p, p), table[p].nbytes, p not in statistics, t not in added)
                                    for p in derived[t] if tied.get(p, p) not in held)
-            elif t in initial_states:   # zeros a recurrent layer starts from: read, but no parameter
-                pass
+            elif t in initial_states or t in fills:   # zeros a recurrent layer starts from, a folded fill: read,
+                pass                                      # but no parameter
             elif t in params:
                 used_params.append(Param(tied.get(t, t), info.nbytes,
                                          info.floating and info.numel > 1 and t not in statistics, t not in added))
