@@ -850,6 +850,24 @@ def test_a_node_that_onnx_inference_refuses_is_an_error(nodes, inputs, outputs, 
     assert str(err.value) == f"bad: the model cannot run: ONNX shape inference refuses {said}"
 
 
+def test_an_einsum_whose_ellipses_stand_for_different_ranks_is_refused_with_its_remedy():
+    """ONNX's Einsum requires every ellipsis of its equation to stand for as many dimensions (ONNX Runtime refuses
+    others), where torch.einsum broadcasts ``...ij,...jk->...ik`` on [2, 3, 4, 5] and [3, 5, 6], and both torch
+    exporters write such a node as it is: the refusal says what ONNX requires and how to import the model. With the
+    second operand [1, 3, 5, 6], the same product is imported: 2·2·3·4·6·5 = 1440 FLOPs."""
+    einsum = helper.make_node("Einsum", ["a", "b"], ["y"], name="/Einsum", equation="...ij,...jk->...ik")
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model([einsum], [("a", [2, 3, 4, 5]), ("b", [3, 5, 6])], [("y", None)]), "bad")
+    assert str(err.value) == (
+        "bad: the model cannot run: ONNX shape inference refuses node '/Einsum' (Einsum): ellipsis for input 1 "
+        "represents 1 dimensions, but ellipsis for input 0 represents 2 dimensions. ONNX requires every ellipsis of "
+        "an Einsum's equation to stand for as many dimensions (torch.einsum broadcasts ellipses of different ranks, "
+        "and torch's exporters write them unchanged): give the operands equal ranks before the einsum (unsqueeze), "
+        "or import the PyTorch model through placement.io.torch_export.import_torch")
+    graph = graph_from_onnx(model([einsum], [("a", [2, 3, 4, 5]), ("b", [1, 3, 5, 6])], [("y", None)]), "good")
+    assert [(op.name, op.flops, op.outputs) for op in graph.ops] == [("/Einsum", 1440.0, (576.0,))]
+
+
 def test_lenient_inference_serves_for_a_branch_that_never_runs():
     """A node in the branch of an If that never runs (its condition a constant false) fails strict inference
     without making the model one that cannot run: the branch taken, a Relu of [4, 8] (32 FLOPs), is imported."""

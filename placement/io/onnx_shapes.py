@@ -132,8 +132,14 @@ def _refused(model: Any, lenient: Any, name: str, fault: tuple[str, str, str], o
     unnamed = [k for k, n in enumerate(model.graph.node) if n.op_type == op_type and not n.name]
     label = node or (f"{op_type}_{unnamed[0]}" if len(unnamed) == 1 else "")
     who = f"node {label!r} ({op_type})" if label else f"a node {op_type} without a name"
+    remedy = ""
+    if op_type == "Einsum" and "ellipsis for input" in detail:   # ONNX's rule, which torch's exporters do not keep
+        remedy = (" ONNX requires every ellipsis of an Einsum's equation to stand for as many dimensions "
+                  "(torch.einsum broadcasts ellipses of different ranks, and torch's exporters write them unchanged): "
+                  "give the operands equal ranks before the einsum (unsqueeze), or import the PyTorch model through "
+                  "placement.io.torch_export.import_torch")
     return InvalidInstanceError(f"{name}: the model cannot run: ONNX shape inference refuses {who}: "
-                                f"{detail[:1].lower()}{detail[1:]}")
+                                f"{detail[:1].lower()}{detail[1:]}{remedy}")
 
 
 def _infer(model: Any, name: str, onnx: Any, refuse: bool = True) -> Any:
