@@ -75,6 +75,26 @@ def test_import_json_is_the_one_document_on_standard_output(tmp_path, capsys):
     assert json.loads(captured.out)["nodes"] == 1
     assert captured.err == "hello from module import\nhello from factory\n"
 
+
+def test_an_instance_imported_onto_standard_output_is_all_it_holds(tmp_path):
+    """`placement import MODEL --out /dev/stdout | placement solve -`: the summary line followed the instance on
+    standard output, and so did what the model printed, and the solve refused the text after the document; the
+    instance is now all standard output holds, the rest going to standard error."""
+    import subprocess
+
+    model = tmp_path / "noisy.py"
+    model.write_text("import torch\nprint('hello from module import')\n\n\ndef noisy():\n"
+                     "    print('hello from factory')\n"
+                     "    return torch.nn.Sequential(torch.nn.Linear(4, 2)), (torch.randn(3, 4),)\n")
+    done = subprocess.run([sys.executable, "-m", "placement", "import", f"{model}:noisy", "--out", "/dev/stdout"],
+                          capture_output=True, text=True, check=False)
+    assert (done.returncode, len(json.loads(done.stdout)["nodes"])) == (0, 1)
+    assert done.stderr == ("hello from module import\nhello from factory\nwrote /dev/stdout: 1 node (1 forward), "
+                           "0 edges, 48 forward FLOPs; 4 x h100 (8.58993e+10 bytes each), 0 x epyc-7763\n")
+    solved = subprocess.run([sys.executable, "-m", "placement", "solve", "-", "--quiet", "--json"], input=done.stdout,
+                            capture_output=True, text=True, check=False)
+    assert (solved.returncode, json.loads(solved.stdout)["status"], solved.stderr) == (0, "optimal", "")
+
 def write_plan(path, *groups, kinds=None):
     """A plan file with one device per group of node ids, accelerators unless ``kinds`` says otherwise."""
     kinds = kinds or ["accelerator"] * len(groups)

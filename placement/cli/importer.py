@@ -37,6 +37,7 @@ from placement.errors import InvalidInstanceError, InvalidParameterError, Placem
 from placement.io.op_grouping import GRANULARITIES
 from placement.io.opgraph import CostModelWarning, ImportedModel
 from placement.jsonfile import file_stem
+from placement.whole_file import standard_stream
 from placement.wording import counted
 
 
@@ -247,9 +248,10 @@ def run(args: argparse.Namespace) -> int:
     check_writable(args.out, (args.model, source, *catalogues))   # before the model is traced (seconds, minutes)
     dims = _dims(args.dims)
     platform = platform_from_args(args.devices, args.accelerators, args.cpus, args.memory, args.link)
-    # the user's model may print (on import, in its factory, in forward): with --json, standard output is
-    # one JSON document, so what it prints goes to standard error
-    printed = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
+    # the user's model may print (on import, in its factory, in forward): with --json, or with the instance
+    # written on standard output, standard output is one JSON document, so what it prints goes to standard error
+    on_stdout = standard_stream(args.out) == 1
+    printed = contextlib.redirect_stdout(sys.stderr) if args.json or on_stdout else contextlib.nullcontext()
     with warnings.catch_warnings(record=True) as caught, printed:
         warnings.simplefilter("always", CostModelWarning)
         try:
@@ -280,5 +282,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}: {counted(len(problem.nodes), 'node')} ({forward} forward), "
           f"{counted(len(problem.edges), 'edge')}, "
           f"{about['forward_flops']:.6g} forward FLOPs; {platform.accelerators} x {platform.accelerator.id} "
-          f"({platform.accelerator_memory:.6g} bytes each), {platform.cpus} x {platform.cpu.id}")
+          f"({platform.accelerator_memory:.6g} bytes each), {platform.cpus} x {platform.cpu.id}",
+          file=sys.stderr if on_stdout else sys.stdout)
     return 0
