@@ -534,6 +534,27 @@ def test_ctrl_c_while_the_command_s_parser_is_built_ends_it_with_status_130(monk
     assert capsys.readouterr() == ("", "error: interrupted\n")
 
 
+@pytest.mark.parametrize("module, argv", [
+    ("solve", ["solve", CHAIN4]), ("verify", ["verify", CHAIN4, CHAIN4]), ("info", ["info", CHAIN4]),
+    ("simulate", ["simulate", CHAIN4, CHAIN4]), ("hypar", ["hypar", "lenet-c", "--accelerators", "2", "--batch", "1"]),
+    ("importer", ["import", "m:f", "--out", "m.json"]), ("split", ["split", CHAIN4, CHAIN4]),
+    ("codesign", ["codesign", CHAIN4, "--chips", "1", "--power", "1"])])
+def test_every_command_interrupted_ends_with_status_130_as_the_readme_says(monkeypatch, capsys, module, argv):
+    """Ctrl-C ends every command with one line and status 130; the README stated it for solve and hypar only,
+    and gave verify, info, simulate, import, split and codesign exit statuses without it."""
+    import importlib
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.import_module(f"placement.cli.{module}"), "run", interrupted)
+    assert main(argv) == 130
+    assert capsys.readouterr() == ("", "error: interrupted\n")
+    commands = (ROOT / "README.md").read_text(encoding="utf-8").split("## Commands\n")[1].split("\n### ")[0]
+    assert ("Ctrl-C ends every command with one line, `error: interrupted`, and exit status **130** (**143** for "
+            "SIGTERM, **129** for SIGHUP)") in " ".join(commands.split())
+
+
 _IMPORT_INTERRUPTED = """
 import os, signal, sys, time
 import placement.cli, placement.cli.{module}
