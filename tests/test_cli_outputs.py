@@ -411,14 +411,28 @@ def test_a_terminal_that_closes_during_a_search_ends_it_with_status_129(tmp_path
     assert json.loads(out.read_text())["status"] in ("feasible", "optimal")
 
 
-@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs RLIMIT_FSIZE")
 def test_a_plan_file_that_cannot_be_written_after_the_solve_loses_no_result(tmp_path):
-    """The plan file is written after the result is shown: a disk that fills during a long solve (here
-    /dev/full, which opens and then takes no byte) gave the error alone, the solve's result lost."""
-    done = subprocess.run([sys.executable, "-m", "placement", "solve", CHAIN4, "--out", "/dev/full", "--quiet"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    """The plan file is written after the result is shown: a disk that fills during a long solve (here a
+    size limit of 100 bytes, which the empty file of the check before the solve keeps to) gave the error alone,
+    the solve's result lost."""
+    plan = tmp_path / "plan.json"
+    done = subprocess.run([sys.executable, "-m", "placement", "solve", CHAIN4, "--out", str(plan), "--quiet"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120, preexec_fn=_capped(100))
     assert done.returncode == 2 and "max-load    7.500000" in done.stdout
-    assert done.stderr == "error: /dev/full: cannot write: No space left on device\n"
+    assert done.stderr == f"error: {plan}: cannot write: File too large\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("argv", [["solve", CHAIN4], ["hypar", "lenet-c", "--accelerators", "2", "--batch", "1"],
+                                  ["split", CHAIN4, CHAIN4], ["import", "m:f"]])
+def test_an_output_file_that_takes_no_byte_is_refused_before_any_work(capsys, argv):
+    """`--out /dev/full` (a device that opens and then takes no byte) passed the check before the work, as
+    `--log /dev/full` does not: the solve ran, its result was shown and the command then failed (an import
+    traced its model first). It is now refused before any work, as the log is."""
+    assert main([*argv, "--out", "/dev/full"]) == 2
+    assert capsys.readouterr() == ("", "error: /dev/full: cannot write: No space left on device\n")
 
 
 def _capped(limit: int):

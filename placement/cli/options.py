@@ -416,17 +416,26 @@ def read_once(path: str, error: type[PlacementError], what: str) -> str | dict:
     return document
 
 
-def check_writable(path: str | None, inputs: tuple[str | None, ...] = ()) -> None:
+def check_writable(path: str | None, inputs: tuple[str | None, ...] = (), parameter: str | None = None) -> None:
     """Fail before any work when ``path`` cannot be written (:func:`placement.whole_file.probe_writable`: it
-    stays as it was), or is one of the command's ``inputs`` (:func:`check_not_input`)."""
+    stays as it was; :func:`placement.whole_file.empty_write`: a device that takes no byte, ``/dev/full``), or
+    is one of the command's ``inputs`` (:func:`check_not_input`). ``parameter``: the library's name of the file,
+    in whose words (:func:`placement.errors.unwritable`) such a device is refused, as the library refuses it."""
     if path is None:
         return
-    from placement.whole_file import probe_writable
+    from placement.errors import unwritable
+    from placement.whole_file import empty_write, probe_writable
 
     check_not_input(path, inputs)
     try:
         probe_writable(path)
     except OSError as exc:
+        raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
+    try:
+        empty_write(path)
+    except OSError as exc:
+        if parameter is not None:
+            raise unwritable(path, exc, parameter) from None
         raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
 
 

@@ -76,8 +76,8 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(instance, placement.Instance):   # a Piper instance: data- and tensor-parallel stages
         return run_parallel(args, instance, progress)
     check_no_parallel_options(args)
-    check_writable(args.trace, (args.instance, args.plan))   # or its outputs cannot be written
-    check_writable(args.gantt, (args.instance, args.plan))
+    check_writable(args.trace, (args.instance, args.plan), parameter="trace")   # or its outputs cannot be written
+    check_writable(args.gantt, (args.instance, args.plan), parameter="gantt")
     check_distinct({"--trace": args.trace, "--gantt": args.gantt}, args.json)
     plan = read[0] if read else read_plan_file(args.plan)   # read once: for its record and itself; named
     other = made_for_another(plan, instance.name)

@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from placement.report.solution import format_result
 
     check_distinct({"--log": args.log, "--out": args.out}, args.json)
-    check_writable(args.log, (args.instance, args.split))
+    check_writable(args.log, (args.instance, args.split), parameter="log")
     check_writable(args.out, (args.instance, args.split))
     if args.split is not None:
         check_separate_streams(args.instance, args.split)
