@@ -152,9 +152,11 @@ def probe_writable(path: str | Path, replaced: bool = True) -> None:
                 raise OSError(code, os.strerror(code), path)
         return
     try:   # the folder as written: realpath would read "missing/../f" as "f", where the write fails
-        os.stat(os.path.dirname(path) or os.curdir)
+        folder_mode = os.stat(os.path.dirname(path) or os.curdir).st_mode
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, path) from None
+    if not stat.S_ISDIR(folder_mode):   # "plan.json/", plan.json a file: no file can be made in it
+        raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
     target = os.path.realpath(path)   # where the write lands, through any links
     try:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)

@@ -424,6 +424,16 @@ def test_a_plan_file_that_cannot_be_written_after_the_solve_loses_no_result(tmp_
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_output_file_named_as_a_folder_is_refused_before_any_work(tmp_path, capsys):
+    """`--out plan.json/` where plan.json is a file: the check before the work took plan.json for the folder and
+    passed, the solve ran and showed its result, and the write then failed ("Not a directory")."""
+    plan = tmp_path / "plan.json"
+    plan.write_text("kept")
+    assert main(["solve", CHAIN4, "--out", f"{plan}/"]) == 2
+    assert capsys.readouterr() == ("", f"error: {plan}/: cannot write: Not a directory\n")
+    assert plan.read_text() == "kept"
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 @pytest.mark.parametrize("argv", [["solve", CHAIN4], ["hypar", "lenet-c", "--accelerators", "2", "--batch", "1"],
                                   ["split", CHAIN4, CHAIN4], ["import", "m:f"]])
