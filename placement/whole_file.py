@@ -79,38 +79,47 @@ def appending(path: str | Path) -> Iterator[IO[Any]]:
 def replacing(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
     """A text file (a binary one where ``binary``: a chart) to write ``path``'s new content into: a scratch
     file beside it, renamed onto ``path`` when the block ends normally (with the permissions of the file it
-    replaces) and removed when it raises. Where ``path`` is the process's standard output or error
-    (``/dev/stdout``), it is written there, after what was printed (:func:`on_standard_stream`); where it is
-    another file that is no regular file (a pipe, a device, a symbolic link), it is written directly. Raises
-    :class:`OSError` as :func:`open` would."""
+    replaces) and removed when it raises. A symbolic link is kept: the file it leads to (existing or not) is
+    replaced so, or written directly where its folder takes no scratch file. Where ``path`` is the process's
+    standard output or error (``/dev/stdout``), it is written there, after what was printed
+    (:func:`on_standard_stream`); where it is another file that is no regular file (a pipe, a device), it is
+    written directly. Raises :class:`OSError` as :func:`open` would."""
     path = os.fspath(path)
     fd = standard_stream(path)
     if fd is not None:
         with on_standard_stream(fd, binary) as fh:
             yield fh
         return
+    linked = os.path.islink(path)
+    target = os.path.realpath(path) if linked else path
     try:
-        mode = os.lstat(path).st_mode
-        special = not stat.S_ISREG(mode)   # a link, too, is written through, not replaced
+        mode = os.stat(target).st_mode
+        special = not stat.S_ISREG(mode)
         permissions = stat.S_IMODE(mode)
     except FileNotFoundError:
         special, permissions = False, 0o666 & ~_umask()
     mode, encoding = ("wb", None) if binary else ("w", "utf-8")
-    if special:
+    import tempfile   # here: a command that writes no file does not load it
+
+    folder = os.path.dirname(os.path.abspath(target))
+    # named after the file, cut so that any name the folder takes (up to 255 bytes) leaves room for the rest
+    stem = os.fsdecode(os.fsencode(os.path.basename(target))[:SCRATCH_STEM])
+    scratch = None
+    if not special:
+        try:
+            fd, scratch = tempfile.mkstemp(prefix=f".{stem}.", suffix=".partial", dir=folder)
+        except PermissionError:   # a link into a folder that takes no new file: its file is written as it is
+            if not linked:
+                raise
+    if scratch is None:
         with open(path, mode, encoding=encoding) as fh:
             yield fh
         return
-    import tempfile   # here: a command that writes no file does not load it
-
-    folder = os.path.dirname(os.path.abspath(path))
-    # named after the file, cut so that any name the folder takes (up to 255 bytes) leaves room for the rest
-    stem = os.fsdecode(os.fsencode(os.path.basename(path))[:SCRATCH_STEM])
-    fd, scratch = tempfile.mkstemp(prefix=f".{stem}.", suffix=".partial", dir=folder)
     try:
         with os.fdopen(fd, mode, encoding=encoding) as fh:
             yield fh
         os.chmod(scratch, permissions)
-        os.replace(scratch, path)
+        os.replace(scratch, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(scratch)

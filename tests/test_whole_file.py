@@ -75,3 +75,23 @@ def test_a_path_through_a_missing_folder_is_refused_though_dot_dot_leaves_it(tmp
     with pytest.raises(OSError) as caught:
         probe_writable(os.path.join(tmp_path, "file", "out.json"))
     assert caught.value.errno == errno.ENOTDIR
+
+
+def test_a_file_named_through_a_link_is_replaced_whole_and_the_link_kept(tmp_path):
+    """A link to a file was written through: a write that failed half way (a full disk) left the file cut short,
+    its old content lost. The file the link leads to is now replaced whole, the link kept; a failed write leaves
+    it as it was and no scratch file."""
+    from placement.whole_file import replacing
+
+    target, link = tmp_path / "target.json", tmp_path / "link.json"
+    target.write_text("old")
+    link.symlink_to(target.name)
+    with pytest.raises(OSError, match="disk full"):
+        with replacing(link) as fh:
+            fh.write("half of the new")
+            fh.flush()
+            raise OSError(errno.ENOSPC, "disk full")
+    assert (target.read_text(), sorted(p.name for p in tmp_path.iterdir())) == ("old", ["link.json", "target.json"])
+    with replacing(link) as fh:
+        fh.write("new")
+    assert (link.is_symlink(), target.read_text()) == (True, "new")
