@@ -716,6 +716,27 @@ def test_unwritable_outputs_are_refused_before_the_sweep_runs(tmp_path):
     assert ran == []
 
 
+def test_a_records_file_name_too_long_is_named_as_the_out_parameter(tmp_path, capsys):
+    # the check that the file existed raised OSError ("[Errno 36] File name too long: ..."), and the command
+    # printed "error: File name too long" without the file or the option
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,))
+    out = tmp_path / ("a" * 300 + ".jsonl")
+    ran = []
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.run_sweep(spec, out, quiet=True, task=ran.append)
+    assert (caught.value.parameter, str(caught.value)) == ("out", f"out {out}: cannot be read: File name too long")
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.read_records(out)
+    assert str(caught.value) == f"out {out}: cannot be read: File name too long"
+    assert ran == []
+    spec_file = tmp_path / "sweep.json"
+    spec_file.write_text(json.dumps({"models": [MLP], "chips": [1], "budgets": [[606.68, 300]], "grids": [TINY]}))
+    from placement.cli import main
+
+    assert main(["codesign", "--sweep", str(spec_file), "--out", str(out), "--quiet"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: --out {out}: cannot be read: File name too long"
+
+
 def test_a_file_that_is_no_record_file_is_never_cut(tmp_path, capsys):
     """The run cuts a record cut short off the end of its out file; a file whose last line, without a
     newline, is anything else is refused untouched (a spec file written by json.dump, or notes, given as

@@ -219,16 +219,21 @@ def _settings_text(settings: dict[str, Any]) -> str:
 def read_records(path: str | Path) -> list[dict[str, Any]]:
     """The records of the JSON Lines file at ``path`` (none when it does not exist).
 
-    A path that is no regular file (a folder, a pipe, a device) raises :class:`InvalidParameterError`.
+    A path that is no regular file (a folder, a pipe, a device), or that cannot be looked up (a name too long),
+    raises :class:`InvalidParameterError`.
     A last line without its newline (a write cut short by an interruption: the start of a record,
     which begins ``{"id":"``) is ignored; any other line that is not a JSON object with an ``id``, or a
     last line that is no record's start, raises :class:`InvalidParameterError` (parameter ``out``)
     naming the line (the run cuts a record cut short off the file, and nothing else).
     """
     path = Path(path)
-    if not path.exists():
+    try:
+        exists, regular = path.exists(), path.is_file()
+    except OSError as exc:   # a name too long for the file system: no file to read or to write
+        raise InvalidParameterError("out", f"{path}: cannot be read: {exc.strerror}") from None
+    if not exists:
         return []
-    if not path.is_file():   # a pipe or a device never gives the records back (a FIFO blocks the read)
+    if not regular:   # a pipe or a device never gives the records back (a FIFO blocks the read)
         raise InvalidParameterError("out", f"{path}: is not a regular file; a sweep appends its records to a file "
                                            "and reads them back to resume")
     data = read_bytes(path, partial(InvalidParameterError, "out"))  # type: ignore[arg-type]
