@@ -737,6 +737,23 @@ def test_a_records_file_name_too_long_is_named_as_the_out_parameter(tmp_path, ca
     assert capsys.readouterr().err.strip() == f"error: --out {out}: cannot be read: File name too long"
 
 
+def test_a_model_name_too_long_for_a_file_is_named_as_no_model(tmp_path, capsys):
+    # the check that the model file existed raised OSError, and the command printed "error: File name too long"
+    # without the model or the field of the sweep file
+    model = str(tmp_path / ("m" * 300 + ".json"))
+    spec = sweep.SweepSpec(models=(model,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,))
+    names = ", ".join(codesign_models.model_names())
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.run_sweep(spec, tmp_path / "records.jsonl", quiet=True, task=print)
+    assert (caught.value.parameter, caught.value.detail) == ("models", f"lists {model!r}, neither a model file nor "
+                                                                       f"one of {names}")
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.sweep_model(model)
+    assert (caught.value.parameter, caught.value.detail) == ("model", f"is {model!r}, neither a model file nor one "
+                                                                      f"of {names}")
+    assert not (tmp_path / "records.jsonl").exists()
+
+
 def test_a_file_that_is_no_record_file_is_never_cut(tmp_path, capsys):
     """The run cuts a record cut short off the end of its out file; a file whose last line, without a
     newline, is anything else is refused untouched (a spec file written by json.dump, or notes, given as

@@ -646,7 +646,15 @@ def _run_task(item: dict[str, Any], task: Callable[[dict[str, Any]], dict[str, A
 
 def _known_model(model: str) -> bool:
     from placement.zoo.codesign_models import model_names
-    return Path(model).exists() or model in model_names()
+    return _is_file(model) or model in model_names()
+
+
+def _is_file(model: str) -> bool:
+    """Whether ``model`` names something on this machine (a name too long for the file system names nothing)."""
+    try:
+        return Path(model).exists()
+    except OSError:
+        return False
 
 
 def _unknown_model(model: str) -> str:
@@ -667,7 +675,7 @@ def sweep_model(model: str) -> Any:
 
     if not _known_model(model):
         raise InvalidParameterError("model", f"is {_unknown_model(model)}")
-    return model if Path(model).exists() else model_file(model, LINK_BYTES_PER_S)
+    return model if _is_file(model) else model_file(model, LINK_BYTES_PER_S)
 
 
 def run_configuration(item: dict[str, Any]) -> dict[str, Any]:
