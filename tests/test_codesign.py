@@ -1091,3 +1091,13 @@ def test_a_workload_made_in_code_is_checked_as_a_file_is():
         Workload(replace(workload.instance, nodes=nodes, device_types=types), workload.operators,
                  workload.transfer_ms)
     assert str(info.value) == "node 1 needs 34359738368 bytes, more than a chip's 17,179,869,184 bytes of DRAM"
+
+
+@pytest.mark.parametrize("link, shown", [(0, "0"), (-1, "-1"), (float("nan"), "NaN"), (1e30, "1e+30"),
+                                         ("fast", "'fast'"), (True, "true")])
+def test_a_link_that_is_no_positive_rate_is_refused_in_one_wording(link, shown):
+    # 0 was refused as "must be positive" and -1 as "must be a non-negative number below 1e30": a file changed from
+    # the one to the other met the second refusal
+    with pytest.raises(InvalidInstanceError) as info:
+        placement.codesign({**CHAIN, "about": {"link_bytes_per_s": link}}, chips=1, power=500, grid=CHAIN_GRID)
+    assert str(info.value) == f"about: field 'link_bytes_per_s' must be a positive number below 1e30, got {shown}"

@@ -186,9 +186,11 @@ def parse_workload(data: Any, name: str = "") -> Workload:
     link = None
     about = data.get("about")
     if isinstance(about, Mapping) and about.get("link_bytes_per_s") is not None:
-        link = _amount(about, "link_bytes_per_s", "about")
-        if not link:
-            raise InvalidInstanceError("about: field 'link_bytes_per_s' must be positive")
+        link = about["link_bytes_per_s"]
+        if isinstance(link, bool) or not isinstance(link, numbers.Real) or not 0 < link < 1e30:
+            raise InvalidInstanceError(f"about: field 'link_bytes_per_s' must be a positive number below 1e30, "
+                                       f"got {json_value_text(link)}")
+        link = float(link)
     operators = tuple(_node_operators(raw, f"node {node.id}") for raw, node in zip(data["nodes"], instance.nodes))
     scale = 1.0 if link is None else link / LINK_BYTES_PER_S
     transfer = tuple(node.out_cost * scale for node in instance.nodes)
