@@ -1101,3 +1101,32 @@ def test_a_link_that_is_no_positive_rate_is_refused_in_one_wording(link, shown):
     with pytest.raises(InvalidInstanceError) as info:
         placement.codesign({**CHAIN, "about": {"link_bytes_per_s": link}}, chips=1, power=500, grid=CHAIN_GRID)
     assert str(info.value) == f"about: field 'link_bytes_per_s' must be a positive number below 1e30, got {shown}"
+
+
+def test_an_interrupted_exhaustive_check_says_how_far_it_was(monkeypatch, capsys, tmp_path):
+    # Ctrl-C on the 3rd of 14 DP runs said "interrupted before the DP found a plan", the words of the one DP run
+    # it stopped, where the check had placed the model twice and proved nothing
+    from placement.codesign import exhaustive
+    from placement.solvers.dp import DPInterrupted
+
+    solve = exhaustive.solve_dp
+    calls = []
+
+    def stopped_on_the_third(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise DPInterrupted(None)
+        return solve(*args, **kwargs)
+
+    monkeypatch.setattr(exhaustive, "solve_dp", stopped_on_the_third)
+    with pytest.raises(KeyboardInterrupt) as info:
+        placement.codesign(CHAIN, chips=5, power=500, grid=CHAIN_GRID, exhaustive=True)
+    assert str(info.value) == "interrupted after 2 of the exhaustive check's 14 DP runs: no optimum is proven"
+    calls.clear()
+    (tmp_path / "grid.json").write_text(json.dumps(CHAIN_GRID))
+    (tmp_path / "model.json").write_text(json.dumps(CHAIN))
+    assert main(["codesign", str(tmp_path / "model.json"), "--chips", "5", "--power", "500", "--grid",
+                 str(tmp_path / "grid.json"), "--exhaustive", "--quiet"]) == 130
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", "error: interrupted after 2 of the exhaustive check's 14 DP runs: "
+                                                "no optimum is proven\n")

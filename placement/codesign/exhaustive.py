@@ -17,7 +17,8 @@ over every set of chips a plan can use.
 ``k`` is the number of chips, or of the model's colour classes where that is fewer: more chips than
 classes are never all used (every multiset of more chips holds the ones a plan uses in one of ``k``).
 The number of DP runs is counted first; past ``max_combinations`` the check is refused with
-that count (:class:`LimitExceededError`).
+that count (:class:`LimitExceededError`). Interrupted (Ctrl-C), it raises :class:`KeyboardInterrupt` saying after
+how many runs: an unfinished check proves nothing.
 """
 
 from __future__ import annotations
@@ -94,19 +95,24 @@ def solve_exhaustive(workload: Workload, grid: Grid, chips: int, area_mm2: float
         progress(f"exhaustive check: {counted(runs, 'DP run', 'DP runs')} ({within} within the budgets, "
                  f"{counted(usable, 'chip')})")
     said = time.perf_counter()
-    for done, (used, counts, stages) in enumerate(_combinations(len(space.designs), usable, homogeneous)):
-        if progress is not None and done and time.perf_counter() - said >= PROGRESS_S:
-            said = time.perf_counter()
-            progress(f"exhaustive check: {done:,}/{runs:,} DP runs ({done / runs:.0%}), {said - start:.1f} s")
-        designs = [space.designs[t] for t in used]
-        problem = design_instance(workload, designs, space.times[used], counts)
-        solution = solve_dp(problem, stages=stages, max_ideals=max_ideals)
-        if solution.plan is None:
-            continue
-        power = sum(float(space.tdp[t]) * c for t, c in zip(used, counts))
-        area = sum(space.designs[t].area_mm2 * c for t, c in zip(used, counts))
-        score = solution.objective * power if per_watt else solution.objective
-        options.append((score, power, area, Best(score, solution.objective, solution.plan, tuple(designs))))
+    done = 0
+    try:
+        for done, (used, counts, stages) in enumerate(_combinations(len(space.designs), usable, homogeneous)):
+            if progress is not None and done and time.perf_counter() - said >= PROGRESS_S:
+                said = time.perf_counter()
+                progress(f"exhaustive check: {done:,}/{runs:,} DP runs ({done / runs:.0%}), {said - start:.1f} s")
+            designs = [space.designs[t] for t in used]
+            problem = design_instance(workload, designs, space.times[used], counts)
+            solution = solve_dp(problem, stages=stages, max_ideals=max_ideals)
+            if solution.plan is None:
+                continue
+            power = sum(float(space.tdp[t]) * c for t, c in zip(used, counts))
+            area = sum(space.designs[t].area_mm2 * c for t, c in zip(used, counts))
+            score = solution.objective * power if per_watt else solution.objective
+            options.append((score, power, area, Best(score, solution.objective, solution.plan, tuple(designs))))
+    except KeyboardInterrupt:   # the words of the check, not of the one DP run it stopped
+        raise KeyboardInterrupt(f"interrupted after {done:,} of the exhaustive check's {runs:,} DP runs: "
+                                "no optimum is proven") from None
     best = preferred(options)
     pruned_by = {"area": space.over_area, "power": space.over_power, "dominated": 0, "bound": 0}
     return finish(workload, space, best, chips, homogeneous, objective, "exhaustive", start, pruned_by, runs)
