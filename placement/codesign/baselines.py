@@ -64,6 +64,7 @@ from placement.solvers.dp_table import build_layers
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.errors import InvalidParameterError
 from placement.problem.instance import format_number
+from placement.wording import counted
 
 
 class NoPlacement(InvalidParameterError):
@@ -221,8 +222,12 @@ class _Evaluator:
         key = tuple(sorted(designs))  # the DP orders the chips itself
         self.asked += 1
         if key not in self.seen:
+            try:
+                self.seen[key] = _placements(self.workload, key, self._times(key), self.objective, self.max_ideals)
+            except KeyboardInterrupt:   # the baseline's words, not those of the one DP run it stopped
+                placed = counted(self.calls, "design combination", "design combinations")
+                raise KeyboardInterrupt(f"interrupted after {placed} placed by the {self.method} baseline") from None
             self.calls += 1
-            self.seen[key] = _placements(self.workload, key, self._times(key), self.objective, self.max_ideals)
         answer = preferred(e.ranked for e in self.seen[key])
         if answer is not None and (self.best is None or answer.score < self.best.score):
             self.best = answer
