@@ -301,7 +301,8 @@ class Result:
             _require_object(d, f"devices[{k}]")
             where = f"devices[{k}]"
             if "memory" in d and d["memory"] is None:   # to_json writes a typed device's memory, always a number
-                raise InvalidPlanError(f"{where}.memory: must be a number (the bytes the device's nodes hold), got null")
+                raise InvalidPlanError(f"{where}.memory: must be a number (the bytes the device's nodes hold), "
+                                       "got null")
             calls = _array(d, "calls", where, "an array of arrays of node ids")
             if not isinstance(d.get("type"), str):
                 raise InvalidPlanError(f"{where}.type: must be a string, got "

@@ -1,4 +1,5 @@
-"""Shared test configuration: Hypothesis profiles, and a disk that fills while a chart is saved.
+"""Shared test configuration: Hypothesis profiles, a disk that fills while a chart is saved, and a DP run
+stopped by Ctrl-C.
 
 * ``ci`` (chosen when the environment variable ``CI`` is set): derandomised, so a CI run is
   reproducible, with the default number of examples and no per-example deadline.
@@ -41,3 +42,25 @@ def savefig_fills_the_disk(monkeypatch):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(Figure, "savefig", half_then_full)
+
+
+@pytest.fixture
+def dp_stopped_on(monkeypatch):
+    """A function ``(module, run)`` that makes ``module.solve_dp`` raise :class:`DPInterrupted` (Ctrl-C, no plan
+    held) on its ``run``-th call, running the DP on the others; it returns the list of calls made so far (clear it
+    to count again)."""
+    from placement.solvers.dp import DPInterrupted
+
+    def patch(module, run):
+        solve, calls = module.solve_dp, []
+
+        def stopped(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == run:
+                raise DPInterrupted(None)
+            return solve(*args, **kwargs)
+
+        monkeypatch.setattr(module, "solve_dp", stopped)
+        return calls
+
+    return patch

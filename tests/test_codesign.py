@@ -1103,22 +1103,12 @@ def test_a_link_that_is_no_positive_rate_is_refused_in_one_wording(link, shown):
     assert str(info.value) == f"about: field 'link_bytes_per_s' must be a positive number below 1e30, got {shown}"
 
 
-def test_an_interrupted_exhaustive_check_says_how_far_it_was(monkeypatch, capsys, tmp_path):
+def test_an_interrupted_exhaustive_check_says_how_far_it_was(dp_stopped_on, capsys, tmp_path):
     # Ctrl-C on the 3rd of 14 DP runs said "interrupted before the DP found a plan", the words of the one DP run
     # it stopped, where the check had placed the model twice and proved nothing
     from placement.codesign import exhaustive
-    from placement.solvers.dp import DPInterrupted
 
-    solve = exhaustive.solve_dp
-    calls = []
-
-    def stopped_on_the_third(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:
-            raise DPInterrupted(None)
-        return solve(*args, **kwargs)
-
-    monkeypatch.setattr(exhaustive, "solve_dp", stopped_on_the_third)
+    calls = dp_stopped_on(exhaustive, 3)
     with pytest.raises(KeyboardInterrupt) as info:
         placement.codesign(CHAIN, chips=5, power=500, grid=CHAIN_GRID, exhaustive=True)
     assert str(info.value) == "interrupted after 2 of the exhaustive check's 14 DP runs: no optimum is proven"

@@ -1075,21 +1075,10 @@ def test_a_sweep_interrupted_while_its_cluster_starts_stops_with_one_line(tmp_pa
     assert out.read_text(encoding="utf-8") == ""
 
 
-def test_an_interrupted_baseline_says_how_far_it_was(monkeypatch, mlp, tiny):
+def test_an_interrupted_baseline_says_how_far_it_was(dp_stopped_on, mlp, tiny):
     # Ctrl-C in the DP of the random search's 3rd design combination said "interrupted before the DP found a plan",
     # the words of that one DP run, where the search had placed the model on two combinations
-    from placement.solvers.dp import DPInterrupted
-
-    solve = baselines.solve_dp
-    calls = []
-
-    def stopped_on_the_third(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:
-            raise DPInterrupted(None)
-        return solve(*args, **kwargs)
-
-    monkeypatch.setattr(baselines, "solve_dp", stopped_on_the_third)
+    dp_stopped_on(baselines, 3)
     with pytest.raises(KeyboardInterrupt) as info:
         placement.codesign(mlp, chips=2, power=300, grid=tiny, baseline="random")
     assert str(info.value) == "interrupted after 2 design combinations placed by the random baseline"
