@@ -23,6 +23,12 @@ def subgraphs(node: Any) -> list[Any]:
     return [sub for attr in node.attribute for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)]
 
 
+def graph_attribute(node: Any, name: str) -> Any | None:
+    """The graph ``node`` holds as its attribute ``name`` (an ``If``'s ``then_branch``, a ``Loop``'s ``body``), or
+    ``None``."""
+    return next((attr.g for attr in node.attribute if attr.name == name and attr.HasField("g")), None)
+
+
 def names_in(graph: Any, skip: int | None = None) -> set[str]:
     """Every tensor name ``graph`` and its subgraphs define or read; of the node at position ``skip``, only
     its own inputs and outputs."""
@@ -44,7 +50,7 @@ def _branch(node: Any, condition: Any) -> Any | None:
     if condition.size != 1:
         return None
     wanted = "then_branch" if bool(condition.reshape(-1)[0]) else "else_branch"
-    return next((attr.g for attr in node.attribute if attr.name == wanted and attr.HasField("g")), None)
+    return graph_attribute(node, wanted)
 
 
 def _taken(node: Any, branch: Any, outside: set[str]) -> tuple[list[Any], list[Any]] | None:

@@ -157,7 +157,7 @@ from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.codesign.workload import Operator
 from placement.errors import InvalidInstanceError, InvalidParameterError, SolverUnavailableError
 from placement.io import layer_gemms, operator_shapes as shapes
-from placement.io.onnx_branches import names_in, subgraphs, take_known_branches
+from placement.io.onnx_branches import graph_attribute, names_in, subgraphs, take_known_branches
 from placement.io.onnx_checks import (check_default_opset, check_element_types, check_schemas,
                                       check_single_definitions, check_text, default_opset, topological_nodes)
 from placement.io.onnx_fusion import FusionNode, fuse
@@ -415,7 +415,7 @@ def _non_tensor_inputs(model: Any) -> dict[str, str]:
 def _loop_carried(node: Any) -> int:
     """The number of values a ``Loop`` carries from one iteration to the next (its outputs after them are scan
     outputs): its body's inputs but the iteration number and the condition."""
-    body = next((attr.g for attr in node.attribute if attr.name == "body" and attr.HasField("g")), None)
+    body = graph_attribute(node, "body")
     return max(len(body.input) - 2, 0) if body is not None else len(node.output)
 
 
@@ -424,7 +424,7 @@ def _branch_shapes(node: Any, k: int) -> tuple[list[int], list[int]] | None:
     ``None`` otherwise."""
     shapes = []
     for wanted in ("then_branch", "else_branch"):
-        branch = next((attr.g for attr in node.attribute if attr.name == wanted and attr.HasField("g")), None)
+        branch = graph_attribute(node, wanted)
         if branch is None or k >= len(branch.output) or not branch.output[k].type.tensor_type.HasField("shape"):
             return None
         dims = branch.output[k].type.tensor_type.shape.dim

@@ -52,6 +52,7 @@ import re
 from typing import Any, Collection
 
 from placement.errors import InvalidInstanceError
+from placement.io.onnx_branches import graph_attribute
 from placement.io.onnx_checks import default_opset
 from placement.io.onnx_child import InferenceAborted, infer_shapes
 
@@ -740,7 +741,7 @@ def _loop_carried_shapes(graph: Any, onnx: Any) -> bool:
     types = _element_types(graph)
     given = False
     for node in loops:
-        body = next((attr.g for attr in node.attribute if attr.name == "body" and attr.HasField("g")), None)
+        body = graph_attribute(node, "body")
         if body is None:
             continue
         declared = static_shapes(body)
