@@ -248,6 +248,16 @@ def read_plan(path: str | Path, max_bytes: int = MAX_INPUT_BYTES) -> Plan:
         raise InvalidPlanError(f"{path}: {exc}") from None
 
 
+#: how far a plan document's claimed figure may lie from the verified one before a note says so: relative,
+#: and absolute for figures near 0
+CLAIM_REL, CLAIM_ABS = 1e-9, 1e-12
+
+
+def refutes(verified: float, claim: float) -> bool:
+    """Whether the ``verified`` figure refutes a document's ``claim`` of it (beyond :data:`CLAIM_REL`)."""
+    return not math.isclose(claim, verified, rel_tol=CLAIM_REL, abs_tol=CLAIM_ABS)
+
+
 @dataclass(frozen=True)
 class FileClaims:
     """What a plan file claims that verification refutes: ``value``, the objective value it claims where the
@@ -288,7 +298,7 @@ def refuted_claims(path: str | Path | dict, objective: str, value: float | None,
         if not (raw is None or readable):   # a file's are finite (load_json); a document's NaN is no claim
             return FileClaims(None, other, field)
         claim = float(raw) if raw is not None and raw >= 0 else None
-        if claim is not None and value is not None and not math.isclose(claim, value, rel_tol=1e-9, abs_tol=1e-12):
+        if claim is not None and value is not None and refutes(value, claim):
             return FileClaims(claim, other, None)
     return FileClaims(None, other, None)
 
@@ -323,7 +333,7 @@ def load_notes(record: dict, source: str, loads: Mapping[int, float]) -> list[st
         if (k not in loads or not isinstance(claim, (int, float)) or isinstance(claim, bool)
                 or not math.isfinite(claim) or claim < 0):
             continue
-        if not math.isclose(claim, loads[k], rel_tol=1e-9, abs_tol=1e-12) and (k, claim) not in noted:
+        if refutes(loads[k], claim) and (k, claim) not in noted:
             noted.add((k, claim))   # a devices entry and its Tarnawski twin that claim the same: one note
             notes.append(f"{source} records load {claim:.10g} for {name}; the verified load is {loads[k]:.10g}")
     return notes
@@ -374,7 +384,7 @@ def record_notes(plan: object, objective: str, value: float | None, instance_nam
         notes.append(f"{source}'s {claims.unreadable!r} is not a number; its claimed value was not checked")
     bound = record.get("bound")
     if (claimed_objective(record) == objective and value is not None and isinstance(bound, (int, float))
-            and not isinstance(bound, bool) and bound > value * (1 + 1e-9) + 1e-12):
+            and not isinstance(bound, bool) and bound > value * (1 + CLAIM_REL) + CLAIM_ABS):
         notes.append(f"{source} claims a lower bound of {bound:.10g}, above the verified value {value:.10g}")
     if claims.instance is not None:
         notes.append(f"{source} was made for instance {claims.instance!r}, not {instance_name!r}")
