@@ -118,13 +118,16 @@ def _positive_int(raw: Mapping, key: str, where: str, default: int | None = None
     return int(value)
 
 
-def _amount(raw: Mapping, key: str, where: str, default: float | None = None) -> float | None:
+def _amount(raw: Mapping, key: str, where: str, default: float | None = None, positive: bool = False) -> float | None:
+    """``raw[key]`` as a float below 1e30, not negative (``positive``: above 0); ``default`` where it is absent,
+    ``None`` where that is ``None`` too."""
     value = raw.get(key, default)
     if value is None and default is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1e30:
-        raise InvalidInstanceError(f"{where}: field {key!r} must be a non-negative number below 1e30, "
-                                   f"got {json_value_text(value)}")
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1e30
+            or positive and value == 0):
+        raise InvalidInstanceError(f"{where}: field {key!r} must be a {'positive' if positive else 'non-negative'} "
+                                   f"number below 1e30, got {json_value_text(value)}")
     return float(value)
 
 
@@ -186,11 +189,7 @@ def parse_workload(data: Any, name: str = "") -> Workload:
     link = None
     about = data.get("about")
     if isinstance(about, Mapping) and about.get("link_bytes_per_s") is not None:
-        link = about["link_bytes_per_s"]
-        if isinstance(link, bool) or not isinstance(link, numbers.Real) or not 0 < link < 1e30:
-            raise InvalidInstanceError(f"about: field 'link_bytes_per_s' must be a positive number below 1e30, "
-                                       f"got {json_value_text(link)}")
-        link = float(link)
+        link = _amount(about, "link_bytes_per_s", "about", positive=True)
     operators = tuple(_node_operators(raw, f"node {node.id}") for raw, node in zip(data["nodes"], instance.nodes))
     scale = 1.0 if link is None else link / LINK_BYTES_PER_S
     transfer = tuple(node.out_cost * scale for node in instance.nodes)
