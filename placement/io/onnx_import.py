@@ -1104,6 +1104,14 @@ FILL_READERS = {"Where": (1, 2), "Max": None, "Min": None, "Equal": None, "Great
                 "Less": None, "LessOrEqual": None}
 
 
+def _stored_tensors(graph: Any) -> dict[str, Any]:
+    """The tensors ``graph`` holds by name: its initializers and the values of its ``Constant`` nodes."""
+    values = {init.name: init for init in graph.initializer}
+    values.update((node.output[0], attr.t) for node in graph.node if node.op_type == "Constant" and node.output
+                  for attr in node.attribute if attr.name == "value" and attr.HasField("t"))
+    return values
+
+
 def _folded_fills(graph: Any, folder: str | Path | None) -> set[str]:
     """The floating-point tensors of more than one element, all of one value, that only :data:`FILL_READERS` read
     (initializers, or ``Constant`` values): a ``zeros_like``, ``ones_like`` or ``full`` that the exporter folded
@@ -1116,9 +1124,7 @@ def _folded_fills(graph: Any, folder: str | Path | None) -> set[str]:
 
     readers = _readers(graph)
     returned = {v.name for v in graph.output}
-    values = {init.name: init for init in graph.initializer}
-    values.update((node.output[0], attr.t) for node in graph.node if node.op_type == "Constant" and node.output
-                  for attr in node.attribute if attr.name == "value" and attr.HasField("t"))
+    values = _stored_tensors(graph)
 
     def as_fill(k: int, i: int) -> bool:
         node = graph.node[k]
@@ -1143,9 +1149,7 @@ def _group_norm_identities(graph: Any, table: dict[str, _Tensor], folder: str | 
     A scale or bias of other values is the model's own."""
     readers = _readers(graph)
     writers = {name: node for node in graph.node for name in node.output if name}
-    values = {init.name: init for init in graph.initializer}
-    values.update((node.output[0], attr.t) for node in graph.node if node.op_type == "Constant" and node.output
-                  for attr in node.attribute if attr.name == "value" and attr.HasField("t"))
+    values = _stored_tensors(graph)
 
     def reshape(node: Any) -> bool:
         return node is not None and node.op_type == "Reshape" and node.domain in ("", "ai.onnx")
