@@ -318,6 +318,21 @@ def test_export_failures_and_bad_arguments_are_one_line_errors():
         group_ops(import_module(*mlp()), "operator", module_depth=1)
 
 
+def test_a_blank_or_non_text_model_name_is_refused_before_the_export():
+    # import_torch(name="") named the instance after the model's class, as if no name had been given
+    model, args = mlp()
+    platform = make_platform("h100", "epyc-7763", 2, 1)
+    for name, said in (("", "''"), ("  ", "'  '"), (3, "3 (int)")):
+        with pytest.raises(InvalidParameterError) as err:
+            import_torch(model, args, platform=platform, name=name)
+        assert str(err.value) == ("name must be some text besides spaces (or None for the model's class name), "
+                                  f"not {said}")
+        with pytest.raises(InvalidParameterError) as err:
+            import_module(model, args, name=name)
+        assert err.value.parameter == "name"
+    assert import_torch(model, args, platform=platform, name="mlp-1").problem.name == "mlp-1-inference"
+
+
 class _Box:
     def __init__(self, t):
         self.t = t

@@ -265,6 +265,18 @@ def check_module(model: Any) -> None:
         raise InvalidParameterError("model", f"must be a torch.nn.Module, not {type(model).__name__}{hint}")
 
 
+def model_name(name: Any, model: Any) -> str:
+    """The instance name of an import: ``name``, or the class name of ``model`` where ``name`` is None. A blank or
+    non-text ``name`` is refused (falling back to the class name would hide that it was given)."""
+    if name is None:
+        return type(model).__name__
+    if not isinstance(name, str) or not name.strip():
+        said = repr(name) if isinstance(name, str) else f"{name!r} ({type(name).__name__})"
+        raise InvalidParameterError("name", "must be some text besides spaces (or None for the model's class name), "
+                                            f"not {said}")
+    return name
+
+
 def check_forward_takes(model: Any, args: Sequence[Any], kwargs: dict | None) -> None:
     """Refuse example inputs that ``model``'s forward cannot be called with, about ``kwargs`` (a key that is no
     string, a keyword forward has no parameter for) or ``args`` (more positional inputs than forward takes), before
@@ -1385,8 +1397,9 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
 def import_module(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, name: str | None = None,
                   dtype: str | None = None) -> OpGraph:
     """Export ``model`` with the example inputs and read its :class:`OpGraph`."""
+    label = model_name(name, model)
     program = export_program(model, args, kwargs)
-    graph = graph_from_program(program, name or type(model).__name__, dtype)
+    graph = graph_from_program(program, label, dtype)
     return replace(graph, aliases=module_aliases(model))
 
 
@@ -1471,11 +1484,12 @@ def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *,
 
     check_grouping(granularity, module_depth)   # before the export (seconds)
     check_module(model)
+    label = model_name(name, model)
     check_forward_takes(model, args, kwargs)   # before module_calls hooks every module
     with module_calls(model) as called:
         program = export_program(model, args, kwargs)
     warn_of_state_names(program)
-    graph = replace(graph_from_program(program, name or type(model).__name__, dtype), aliases=module_aliases(model))
+    graph = replace(graph_from_program(program, label, dtype), aliases=module_aliases(model))
     first = canonical_names(model)   # a tied tensor by its first name, as the stages and the ONNX import name it
     names = {target: first.get(id(tensor), target) for target, tensor in program.state_dict.items()}
     imported = build(group_ops(graph, granularity, module_depth), platform, training, source=program,
