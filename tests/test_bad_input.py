@@ -493,6 +493,12 @@ def test_optional_fields(tmp_path):
     (lambda d: d.update(deviceTypes=[{"name": "gpu", "count": 1, "paysComm": True}]),
      "instance: field 'maxSizePerFPGA' goes with the two-type format; with 'deviceTypes' the catalogue "
      "gives every count and memory"),
+    # a non-object 'about', or a time quantum that is not a number, was read as no record at all
+    (lambda d: d.update(about=["time_quantum_ms", 0.5]), "instance: field 'about' must be an object, got array"),
+    (lambda d: d.update(about={"time_quantum_ms": "0.5"}),
+     "instance: field 'about.time_quantum_ms' must be a finite number ≥ 0 (0: none recorded), got '0.5'"),
+    (lambda d: d.update(about={"time_quantum_ms": -1}),
+     "instance: field 'about.time_quantum_ms' must be a finite number ≥ 0 (0: none recorded), got -1"),
 ])
 def test_top_level_fields_are_checked(tmp_path, change, message):
     data = instance()

@@ -164,7 +164,7 @@ def parse_instance(data: Any, name: str = "") -> Instance:
     nodes = _plain_nodes(raw_nodes, costs) if catalogue is None else None
     if nodes is None:
         nodes = _read_nodes(raw_nodes, costs, catalogue)
-    quantum = _time_quantum(data.get("about"))
+    quantum = _time_quantum(data.get("about"), top)
     if catalogue is None:
         return make_two_type_problem(nodes, edges, accelerators, cpus, memory, name, quantum)
     return Instance(tuple(nodes), tuple(edges), catalogue, name, quantum)
@@ -199,12 +199,21 @@ def _refuse_misread_fields(objects: list, known: tuple[str, ...], place: Callabl
         raise InvalidInstanceError(f"{place(k, objects[k])}: {misspelling_message(field, meant)}")
 
 
-def _time_quantum(about: Any) -> float:
-    """The quantum the model importers record (``about.time_quantum_ms``) where it is a positive finite
-    number; else 0 (``about`` is otherwise read by nobody here)."""
-    found = about.get("time_quantum_ms") if isinstance(about, dict) else None
-    ok = isinstance(found, _NUMBER) and not isinstance(found, bool) and 0 < found < math.inf
-    return float(found) if ok else 0.0
+def _time_quantum(about: Any, top: str) -> float:
+    """The quantum the model importers record (``about.time_quantum_ms``, a finite number ≥ 0), 0 where none is
+    recorded (``about`` is otherwise read by nobody here). An ``about`` that is no object, or a quantum that is
+    no such number, is refused: read as no record, it would drop what the file says without a word."""
+    if about is None:
+        return 0.0
+    if not isinstance(about, dict):
+        raise InvalidInstanceError(f"{top}: field 'about' must be an object, got {json_type_name(about)}")
+    found = about.get("time_quantum_ms")
+    if found is None:
+        return 0.0
+    if not (isinstance(found, _NUMBER) and not isinstance(found, bool) and 0 <= found < math.inf):
+        raise InvalidInstanceError(f"{top}: field 'about.time_quantum_ms' must be a finite number ≥ 0 (0: none "
+                                   f"recorded), got {json_value_text(found)}")
+    return float(found)
 
 
 def _read_edges(raw_edges: list) -> tuple[dict[int, float], list[Edge]]:
