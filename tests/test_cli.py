@@ -651,9 +651,9 @@ def test_a_recorded_objective_the_instance_cannot_take_or_that_names_none_is_rep
     out.write_text(json.dumps({**written, "objective_kind": "throughput-gpipe"}))
     capsys.readouterr()
     assert main(["verify", instance, str(out)]) == 2
-    assert capsys.readouterr().err == ("error: the plan file records a solve for throughput-gpipe, which is for "
+    assert capsys.readouterr().err == (f"error: {out} records a solve for throughput-gpipe, which is for "
                                        "training graphs; this instance has no backward nodes; give --objective to "
-                                       "check it for another objective\n")
+                                       "check it for another objective\n")   # the file named, not "the plan file"
     with pytest.raises(placement.InvalidParameterError, match="^plan records a solve for throughput-gpipe, which is "
                                                               "for training graphs; this instance has no backward "
                                                               "nodes; pass objective= to check it for another "
@@ -792,11 +792,12 @@ def test_a_bad_value_in_the_plan_files_backward_record_is_named_as_the_records(t
     assert main(["simulate", DIAMOND, str(tmp_path / "joint.json"), "--quiet"]) == 2
     assert capsys.readouterr().err == (f"error: {tmp_path / 'joint.json'}: the plan's backward record: w_share must be "
                                        "a finite number ≥ 0 and ≤ 1, not '0.3'\n")
-    # the record's split mode on an inference instance: named as the plan file's, not as a --backward never given
+    # the record's split mode on an inference instance: named as the plan file's, not as a --backward never given,
+    # and by the file's name
     document["backward"]["w_share"] = 0.5
     out.write_text(json.dumps(document))
     assert main(["verify", DIAMOND, str(out)]) == 2
-    assert capsys.readouterr().err == ("error: the plan file records a split-backward solve, which needs a training "
+    assert capsys.readouterr().err == (f"error: {out} records a split-backward solve, which needs a training "
                                        "instance (one with backward nodes); this instance has none (--backward joint "
                                        "checks the plan's layers only)\n")
 

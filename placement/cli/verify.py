@@ -110,12 +110,12 @@ def run(args: argparse.Namespace) -> int:
     if args.objective is None:
         refusal = recorded_objective_refusal(instance, solved_for) if solved_for is not None else None
         if refusal:   # not an option given: the plan file's record
-            raise UsageError(f"the plan file {refusal}; give --objective to check it for another objective")
+            raise UsageError(f"{args.plan} {refusal}; give --objective to check it for another objective")
         args.objective = solved_for or "throughput"
     record = recorded_backward(plan)
     split, recorded = split_options(args, record)
     if split["backward"] == "split" and args.backward is None and not instance.is_training:   # the record's mode
-        raise UsageError("the plan file records a split-backward solve, which needs a training instance (one with "
+        raise UsageError(f"{args.plan} records a split-backward solve, which needs a training instance (one with "
                          "backward nodes); this instance has none (--backward joint checks the plan's layers only)")
     if announce:
         announce(f"checking the plan {args.plan} on {len(instance.nodes):,} nodes")
