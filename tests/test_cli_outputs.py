@@ -666,3 +666,40 @@ def test_help_and_the_version_that_cannot_be_written_say_so(command):
     proc = subprocess.run([sys.executable, "-m", "placement", *command], stderr=subprocess.PIPE, text=True, cwd=ROOT,
                           timeout=120, preexec_fn=_closing(1))
     assert (proc.returncode, proc.stderr) == (2, "error: standard output is closed: the result has nowhere to go\n")
+
+
+_IMPORTED_BY = """
+import sys
+from placement.cli.command import main
+status = main({argv!r})
+print(status, sorted(m for m in sys.modules if m == "numpy" or m.startswith("placement.cli.")), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["--vers"], ["-h"], []])
+def test_the_version_and_the_list_of_commands_import_no_command(argv):
+    """`placement --version` and `placement --help` imported every command's module to build its parser (numpy
+    and the simulator with them: four times the time `placement info --help` takes); the list of commands and the
+    version need none of them."""
+    done = subprocess.run([sys.executable, "-c", _IMPORTED_BY.format(argv=argv)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    status = 2 if not argv else 0
+    assert done.stderr.splitlines()[-1] == f"{status} ['placement.cli.command', 'placement.cli.options']"
+
+
+def test_the_list_of_commands_is_what_each_command_registers(capsys):
+    """`placement --help` names every command with the summary its own parser gives it."""
+    from placement.cli.command import COMMANDS, SUMMARIES, Parser
+    import importlib
+
+    parser = Parser(prog="placement")
+    sub = parser.add_subparsers(dest="command")
+    for module in COMMANDS:
+        importlib.import_module(f"placement.cli.{module}").register(sub)
+    registered = {action.dest: action.help for action in sub._choices_actions}
+    assert registered == SUMMARIES
+    assert main(["--help"]) == 0
+    listed = capsys.readouterr().out
+    assert all(f"    {name:<10}" in listed for name in SUMMARIES)
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"placement {placement.__version__}\n"

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 
+from placement.cli.command import SUMMARIES
 from placement.cli.options import (UsageError, add_output_options, check_not_input, check_separate_streams, input_path,
                                    path_name, positive_float, positive_int, print_json, progress_printer)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("codesign", help="co-design accelerator chips and the pipeline placement",
+    p = subparsers.add_parser("codesign", help=SUMMARIES["codesign"],
                               description="Find the chip designs (one grid design per pipeline stage, or one for "
                                           "all chips) and the placement that maximise throughput, proven optimal "
                                           "over the grid.")

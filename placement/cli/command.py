@@ -28,6 +28,17 @@ from placement.report.table import printable
 COMMANDS: tuple[str, ...] = ("solve", "verify", "info", "simulate", "hypar", "importer", "split", "codesign")
 #: The command each module registers, where the two names differ.
 _COMMAND_NAMES = {"importer": "import"}
+#: Each command's summary, which its module's parser gives it and ``placement --help`` lists.
+SUMMARIES: dict[str, str] = {
+    "solve": "find an optimal placement of an instance",
+    "verify": "check a plan against an instance, independently of any solver",
+    "info": "describe an instance, or list the MILP solvers",
+    "simulate": "run a plan through a pipeline schedule, micro-batch by micro-batch",
+    "hypar": "plan hybrid data/model parallelism of a layer chain (HyPar/AccPar communication model)",
+    "import": "turn a PyTorch or ONNX model into an instance",
+    "split": "turn a plan of an imported model into runtime split points",
+    "codesign": "co-design accelerator chips and the pipeline placement",
+}
 
 
 class Parser(argparse.ArgumentParser):
@@ -45,7 +56,9 @@ class Parser(argparse.ArgumentParser):
 
 def build_parser(argv: Sequence[str] | None = None) -> Parser:
     """The parser of every command; given ``argv`` that names a command, only that command's parser
-    (each command imports what its options need, so building one is cheaper than building all)."""
+    (each command imports what its options need, so building one is cheaper than building all); given
+    ``argv`` that asks for the version or the list of commands (or is empty), each command by its summary
+    alone, none of their modules imported."""
     modules = COMMANDS
     named = argv[0] if argv else None   # a command comes first: after an option (even "--") it is no command
     wanted = [m for m in COMMANDS if _COMMAND_NAMES.get(m, m) == named]
@@ -55,9 +68,22 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
                     description="Provably optimal placement of DNN graphs onto pipelines of heterogeneous devices.")
     parser.add_argument("--version", action="version", version=f"placement {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
+    if argv is not None and _names_the_commands_only(argv):
+        for name, summary in SUMMARIES.items():
+            sub.add_parser(name, help=summary)
+        return parser
     for name in modules:
         importlib.import_module(f"placement.cli.{name}").register(sub)
     return parser
+
+
+def _names_the_commands_only(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is answered before any command's options are read: it is empty, or it opens with
+    ``-h``, ``--help`` or ``--version`` (or a prefix of one that argparse takes for it)."""
+    if not argv:
+        return True
+    first = argv[0]
+    return first == "-h" or (len(first) > 2 and any(o.startswith(first) for o in ("--help", "--version")))
 
 
 def _message(exc: PlacementError, parser: argparse.ArgumentParser, argv: Sequence[str],

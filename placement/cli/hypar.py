@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 
+from placement.cli.command import SUMMARIES
 from placement.cli.options import (add_output_options, check_distinct, check_writable, input_path, json_text, path_name,
                                   positive_int, print_json, progress_printer, write_text)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "hypar", help="plan hybrid data/model parallelism of a layer chain (HyPar/AccPar communication model)")
+    p = subparsers.add_parser("hypar", help=SUMMARIES["hypar"])
     p.add_argument("network", type=input_path,
                    help="a bundled network name (e.g. vgg-a, lenet-c) or a network file (-: standard input)")
     p.add_argument("--accelerators", type=positive_int, required=True, metavar="N",

@@ -28,6 +28,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from placement.cli.command import SUMMARIES
 from placement.cli.options import (UsageError, add_output_options, check_distinct, check_not_input, check_writable,
                                    non_negative_int, path_name, positive_byte_count, positive_int, print_json,
                                    write_text)
@@ -57,7 +58,7 @@ def _model_name(text: str) -> str:
 
 def register(subparsers: Any) -> None:
     """Add the ``import`` command."""
-    p = subparsers.add_parser("import", help="turn a PyTorch or ONNX model into an instance")
+    p = subparsers.add_parser("import", help=SUMMARIES["import"])
     p.add_argument("model", help="pkg.module:factory, file.py:factory (returning (model, args[, kwargs])), "
                                  "or an .onnx file")
     p.add_argument("--out", required=True, type=path_name, metavar="INSTANCE.json",

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 
+from placement.cli.command import SUMMARIES
 from placement.cli.options import (UsageError, add_output_options, input_path, load_announced, positive_int, print_json,
                                    progress_printer)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("info", help="describe an instance, or list the MILP solvers")
+    p = subparsers.add_parser("info", help=SUMMARIES["info"])
     p.add_argument("instance", type=input_path, nargs="?",
                    help="instance file, Tarnawski JSON or the native format (none with --solvers)")
     p.add_argument("--solvers", action="store_true", help="list the MILP backends and whether they can be used")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from placement.api import DEFAULT_MICROBATCHES
+from placement.cli.command import SUMMARIES
 from placement.cli.options import (add_device_options, add_output_options, check_distinct, check_writable, devices,
                                    fraction, input_path, load_overridden, path_name, positive_byte_count, positive_int,
                                    print_json, progress_printer, recorded_devices_note)
@@ -23,7 +24,7 @@ from placement.simulation.simulator import ENGINES, FIGURES_ONLY
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "simulate", help="run a plan through a pipeline schedule, micro-batch by micro-batch",
+        "simulate", help=SUMMARIES["simulate"],
         description="Event-driven simulation of a plan: time per sample or iteration time, utilisation, "
                     "bubbles, micro-batches in flight and peak memory per stage; optionally a Chrome/Perfetto "
                     "trace and a Gantt chart.")

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from placement.cli import INTERRUPTED
+from placement.cli.command import SUMMARIES
 from placement.cli.options import (add_device_options, add_output_options, callers_stdout, check_distinct,
                                    check_separate_streams, check_writable, devices, fraction, input_path,
                                    load_overridden, non_negative_int, path_name, positive_float, positive_int,
@@ -42,7 +43,7 @@ def _methods_help() -> str:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("solve", help="find an optimal placement of an instance",
+    p = subparsers.add_parser("solve", help=SUMMARIES["solve"],
                               description="Find an optimal placement and verify it independently.",
                               epilog=_methods_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("instance", type=input_path,

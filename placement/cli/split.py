@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from placement.cli.command import SUMMARIES
 from placement.cli.options import (add_output_options, check_distinct, check_separate_streams, check_writable,
                                    input_path, naming_the_file, path_name, print_json, read_once,
                                    write_text)
@@ -20,7 +21,7 @@ from placement.handoff import SPLIT_FORMATS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("split", help="turn a plan of an imported model into runtime split points")
+    p = subparsers.add_parser("split", help=SUMMARIES["split"])
     p.add_argument("instance", type=input_path, help="instance written by 'placement import'")
     p.add_argument("plan", type=input_path, help="plan of that instance (placement solve --out)")
     p.add_argument("--format", choices=SPLIT_FORMATS, default="split-spec",

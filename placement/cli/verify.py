@@ -13,6 +13,7 @@ import argparse
 from dataclasses import asdict
 from typing import Any
 
+from placement.cli.command import SUMMARIES
 from placement.cli.options import (LARGE_GRAPH_NODES, UsageError, add_device_options, add_output_options, devices,
                                    fraction, input_path, load_overridden, positive_int, print_json, progress_printer,
                                    recorded_devices_note)
@@ -23,7 +24,7 @@ from placement.verification.evaluate import CONTIGUITY_CLASSES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("verify", help="check a plan against an instance, independently of any solver")
+    p = subparsers.add_parser("verify", help=SUMMARIES["verify"])
     p.add_argument("instance", type=input_path, help="instance file")
     p.add_argument("plan", type=input_path,
                    help="plan file: this package's plan JSON, or a Tarnawski plan / expert split (for a "
