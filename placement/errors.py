@@ -69,7 +69,15 @@ def unwritable(path: object, exc: OSError, parameter: str = "path") -> InvalidPa
 
 
 class SolverUnavailableError(PlacementError):
-    """A solver backend, or an optional package a method needs, cannot be used here."""
+    """A solver backend, or an optional package a method needs, cannot be used here.
+
+    ``parameter`` names the parameter whose limit made the method need it, where one did (``max_ideals``:
+    method ``auto`` takes the MILP where the DP refuses a graph of more ideals), as the message says.
+    """
+
+    def __init__(self, message: str, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
 
 
 class LimitExceededError(PlacementError):

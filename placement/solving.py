@@ -252,7 +252,7 @@ def _method_run(method: str, names: list[str], problem: Instance, options: Mappi
             return "milp", _milp_instead(problem, options, started, said, note)
         except SolverUnavailableError as missing:
             raise SolverUnavailableError(f"method 'auto' needs the MILP here, since the DP refuses ({exc}): "
-                                         f"{missing}") from None
+                                         f"{missing}", parameter=exc.parameter) from None
     if method == "dp" and names != [method]:
         return _milp_where_the_dp_proves_nothing(problem, options, started, solution)
     return method, solution

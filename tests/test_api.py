@@ -414,6 +414,7 @@ def test_every_typed_error_pickles_and_copies_with_its_fields_for_process_pools(
     errors = [placement.InvalidInstanceError("no nodes"), placement.InvalidPlanError("no devices"),
               placement.InvalidParameterError("contiguity", "must be one of 'stages', 'sets', 'none', not 'x'"),
               placement.SolverUnavailableError("no scip"),
+              placement.SolverUnavailableError("the DP refuses; no MILP", parameter="max_ideals"),
               placement.LimitExceededError("more than 10 ideals", parameter="max_ideals"),
               placement.Interrupted(placement.solve(CHAIN4))]
     try:

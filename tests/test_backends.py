@@ -88,6 +88,24 @@ def test_auto_says_why_it_needs_the_missing_milp():
     assert done.stderr.endswith("pip install 'placement[milp]'\n")
 
 
+def test_auto_without_the_milp_names_the_options_of_the_command():
+    """Where the DP refuses and the MILP it would take is not installed, the command's one line quoted the DP's
+    reason in the library's words ("Raise the limit max_ideals"), where the same reason, with the MILP
+    installed, names the option (--max-ideals)."""
+    code = """if True:
+        import sys
+        sys.modules["ortools"] = sys.modules["pulp"] = None
+        from placement.cli import main
+        main(["solve", "instances/tiny/diamond-cpu.json", "--max-ideals", "2", "--quiet"])
+    """
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.stderr.startswith("error: method 'auto' needs the MILP here, since the DP refuses (more than 2 "
+                                  "ideals in the contracted graph (4 supernodes)")
+    assert "Raise the limit --max-ideals (time and memory" in done.stderr and "max_ideals" not in done.stderr
+    assert done.stderr.endswith("pip install 'placement[milp]'\n") and len(done.stderr.splitlines()) == 1
+
+
 @pytest.mark.parametrize("name", BACKENDS)
 def test_capabilities_are_as_declared(name):
     assert backend_capabilities(name) == dict(zip(CAPABILITIES, DECLARED[name]))
