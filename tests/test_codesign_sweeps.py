@@ -442,6 +442,7 @@ def test_two_sweeps_on_one_file_write_each_record_once(tmp_path):
     assert summaries == [(0, 4), (4, 0)]
 
 
+@needs_dask
 def test_a_sweep_waits_for_the_one_writing_its_file_and_skips_what_it_wrote(tmp_path):
     import fcntl
 
@@ -695,6 +696,7 @@ def test_a_model_that_takes_no_time_is_refused(tmp_path):
                                  "no bytes, so every design runs it in no time on one chip")
 
 
+@needs_dask
 def test_unwritable_outputs_are_refused_before_the_sweep_runs(tmp_path):
     spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,))
     blocker = tmp_path / "file.json"
@@ -703,9 +705,6 @@ def test_unwritable_outputs_are_refused_before_the_sweep_runs(tmp_path):
     with pytest.raises(InvalidParameterError) as caught:
         sweep.run_sweep(spec, blocker / "records.jsonl", quiet=True, task=ran.append)
     assert str(caught.value) == f"out names a file in a folder that is a file: {blocker / 'records.jsonl'}"
-    with pytest.raises(InvalidParameterError) as caught:
-        sweep.run_sweep(spec, tmp_path / "records.jsonl", quiet=True, plots=blocker, task=ran.append)
-    assert str(caught.value) == f"plots names a folder that cannot be written: {blocker}: File exists"
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)   # reading its records back to resume blocked until the process was killed
     for out in (fifo, Path("/dev/null"), tmp_path):
@@ -713,6 +712,19 @@ def test_unwritable_outputs_are_refused_before_the_sweep_runs(tmp_path):
             sweep.run_sweep(spec, out, quiet=True, task=ran.append)
         assert str(caught.value) == (f"out {out}: is not a regular file; a sweep appends its records to a file and "
                                      "reads them back to resume")
+    assert ran == []
+
+
+@needs_dask
+def test_an_unwritable_plots_folder_is_refused_before_the_sweep_runs(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install 'placement[plot]')")
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,))
+    blocker = tmp_path / "file.json"
+    blocker.write_text("{}")
+    ran = []
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.run_sweep(spec, tmp_path / "records.jsonl", quiet=True, plots=blocker, task=ran.append)
+    assert str(caught.value) == f"plots names a folder that cannot be written: {blocker}: File exists"
     assert ran == []
 
 
