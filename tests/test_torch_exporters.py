@@ -7,6 +7,7 @@ small models (tests/handoff_models.py) through ``import_torch`` and need torch.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import warnings
 
@@ -356,6 +357,11 @@ def test_bundled_transformers_have_twelve_blocks(stem, stack):
 
 # ----- real models through import_torch -----------------------------------------------------
 
+#: the tests whose models come from tests/handoff_models.py, which imports torch
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="torch is not installed (pip install 'placement[torch]')")
+
+
 def imported_layout(factory, granularity="module", module_depth=None):
     pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
     from placement.costmodel.roofline import make_platform
@@ -367,6 +373,7 @@ def imported_layout(factory, granularity="module", module_depth=None):
     return layout_from_instance(imported.instance)
 
 
+@needs_torch
 def test_gpt_megatron_layout_counts_blocks_not_linears():
     from tests.handoff_models import gpt
 
@@ -389,6 +396,7 @@ def test_gpt_megatron_layout_counts_blocks_not_linears():
     assert megatron_layout(ops, plan(range(0, 12), range(12, 22))) == "Et|tL"
 
 
+@needs_torch
 def test_megatron_finds_blocks_cut_to_one_node_whose_first_operator_is_the_blocks_own():
     from tests.handoff_models import scaled_residual_stack
 
@@ -404,6 +412,7 @@ def test_megatron_finds_blocks_cut_to_one_node_whose_first_operator_is_the_block
     assert megatron_layout(lay, plan([0, 1], [2, 3])) == "Et|tL"
 
 
+@needs_torch
 def test_gpt_deepspeed_refuses_the_embedding_sum_outside_a_layer_module():
     from tests.handoff_models import gpt
 
@@ -419,6 +428,7 @@ def test_gpt_deepspeed_refuses_the_embedding_sum_outside_a_layer_module():
     assert deepspeed_parts(lay, plan(range(22))) == {"layers": ["transformer", "lm_head"], "parts": [0, 2]}
 
 
+@needs_torch
 @pytest.mark.parametrize("granularity", ["module", "operator"])
 def test_deepspeed_parts_index_modules_of_a_residual_stack(granularity):
     from tests.handoff_models import residual_stack, residual_stack_with_root_op
