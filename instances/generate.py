@@ -11,6 +11,7 @@ PCIe 4.0 x16 links; see ``placement/zoo/transformer.py``), 4 accelerators with
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -35,7 +36,9 @@ def instances() -> dict[str, dict]:
     }
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
+    what = "Regenerate instances/bert-base-{inference,training}.json from the package's own BERT model."
+    argparse.ArgumentParser(prog=Path(__file__).name, description=f"{what} Takes no arguments.").parse_args(argv)
     for name, data in instances().items():
         path = HERE / name
         path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
@@ -43,4 +46,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

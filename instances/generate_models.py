@@ -17,12 +17,14 @@ restrict the run. Needs the ``models`` extra (``pip install -e '.[models]'``: to
 transformers 5.24.0). The output is deterministic for a given torch and transformers version;
 the bundled files are the output of torch 2.13.0 (CPU build) and transformers 5.24.0 (5.23.0
 gives GPT-2 other graphs, 5.22.2 all three). BERT-Base and GPT-2 training and ViT-Base
-are kept as an earlier importer wrote them with those versions (README, "Bundled instances"):
-running this script rewrites them with today's costs.
+are kept as an earlier importer wrote them with those versions (README, "Bundled instances"),
+so that the numbers the docs quote stay reproducible: a run without NAMEs leaves them as they are
+(``KEPT``), and naming one rewrites it with today's costs.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import warnings
@@ -39,6 +41,8 @@ from placement.zoo import factories as zoo  # noqa: E402
 OUT = HERE / "models"
 MODELS = {"bert-base": zoo.bert_base, "gpt2": zoo.gpt2, "resnet50": zoo.resnet50, "vit-base": zoo.vit_base}
 TRANSFORMERS_MODELS = ("bert-base", "gpt2", "vit-base")
+#: the bundled files an earlier importer wrote, which a run rewrites only where named
+KEPT = ("bert-base-training", "gpt2-training", "vit-base-inference", "vit-base-training")
 ACCELERATOR, CPU, ACCELERATORS, CPUS = "h100", "epyc-7763", 4, 1
 
 
@@ -73,13 +77,26 @@ def stems() -> list[str]:
     return [f"{model}-{kind}" for model in MODELS for kind in ("inference", "training")]
 
 
+def to_write(names: list[str]) -> list[str]:
+    """The stems a run writes: ``names``, or every stem but the ``KEPT`` ones."""
+    return names or [stem for stem in stems() if stem not in KEPT]
+
+
 def render(data: dict) -> str:
     return json.dumps(data, indent=1, allow_nan=False) + "\n"
 
 
 def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog=Path(__file__).name, description="Regenerate the bundled instances of "
+                                     "real models (instances/models). Needs the models extra.")
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help=f"file stems to write (default: all but the kept {', '.join(KEPT)})")
+    names = parser.parse_args(argv).names
+    unknown = [name for name in names if name not in stems()]
+    if unknown:   # before any file is written
+        parser.error(f"unknown instance {unknown[0]!r}; known: {', '.join(stems())}")
     OUT.mkdir(exist_ok=True)
-    for stem in argv or stems():
+    for stem in to_write(names):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:

@@ -177,3 +177,14 @@ def test_bundled_instances_load_and_match_generator(kind, nodes, edges):
     generate = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generate)
     assert json.loads(path.read_text(encoding="utf-8")) == generate.instances()[path.name]
+
+
+def test_the_generator_takes_no_arguments(capsys):
+    # `generate.py --help` (or any argument) was ignored, and the bundled files rewritten
+    spec = importlib.util.spec_from_file_location("generate", ROOT / "instances" / "generate.py")
+    generate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate)
+    with pytest.raises(SystemExit) as ended:
+        generate.main(["--out", "x.json"])
+    assert ended.value.code == 2
+    assert capsys.readouterr().err.endswith("generate.py: error: unrecognized arguments: --out x.json\n")

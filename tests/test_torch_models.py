@@ -91,6 +91,26 @@ def test_bundled_bert_base_inference_is_what_the_generator_writes_with_the_recor
     assert _generated("bert-base-inference") == text
 
 
+def _generator_module():
+    spec = importlib.util.spec_from_file_location("generate_models", ROOT / "instances" / "generate_models.py")
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    return generator
+
+
+def test_the_generator_leaves_the_kept_files_unless_named_and_refuses_an_unknown_name_before_writing(capsys):
+    # a run without names rewrote the files the README says are kept as an earlier importer wrote them
+    generator = _generator_module()
+    assert generator.to_write([]) == ["bert-base-inference", "gpt2-inference", "resnet50-inference",
+                                      "resnet50-training"]
+    assert generator.to_write(["vit-base-training"]) == ["vit-base-training"]
+    # an unknown name (or --help, once taken for a name) ended the run after the names before it were written
+    with pytest.raises(SystemExit) as ended:
+        generator.main(["resnet50-inference", "bogus"])
+    assert ended.value.code == 2
+    assert capsys.readouterr().err.endswith("error: unknown instance 'bogus'; known: " + ", ".join(STEMS) + "\n")
+
+
 def test_the_generator_says_in_one_line_that_a_model_needs_transformers():
     pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
     if importlib.util.find_spec("transformers") is not None:
