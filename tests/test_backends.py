@@ -190,6 +190,26 @@ def test_missing_packages_make_every_backend_unavailable():
         _one_line_about(SolverUnavailableError(error), name)
 
 
+def test_a_backend_that_cannot_run_names_those_that_can():
+    """With PuLP installed and OR-Tools not, the default backend's refusal asked only for OR-Tools, where
+    ``backend='pulp'`` would have solved."""
+    pytest.importorskip("pulp")
+    code = """if True:
+        import sys
+        sys.modules["ortools"] = None  # every import of it fails
+        from placement.errors import SolverUnavailableError
+        from placement.solvers.milp.backends import check_backend_available
+        try:
+            check_backend_available("cp-sat")
+        except SolverUnavailableError as exc:
+            print(exc)
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("MILP backend 'cp-sat' cannot run here: OR-Tools ")
+    assert out.endswith("the MILP backends come with pip install 'placement[milp]' (or backend 'pulp', which can run "
+                        "here)\n")
+
+
 @pytest.mark.parametrize("name", BACKENDS)
 def test_status_maps_give_status_words(name):
     words = set(backend_class(name).STATUS.values())

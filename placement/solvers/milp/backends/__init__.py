@@ -70,7 +70,19 @@ def check_backend_available(name: str) -> None:
     cls, args = _parse(name)
     reason = cls.availability(*args)
     if reason is not None:
-        raise SolverUnavailableError(unavailable_message(name, reason, cls.install_hint(*args)))
+        hint = cls.install_hint(*args)
+        raise SolverUnavailableError(unavailable_message(name, reason, hint) + _others(name, hint))
+
+
+def _others(name: str, hint: str) -> str:
+    """Where ``name`` cannot run for want of its package (``hint`` is to install it), the backends that can run
+    here, as words to end its refusal with (``""`` where there are none)."""
+    if hint != INSTALL_HINT:
+        return ""
+    found = [other for other in BACKENDS if other != name and backend_class(other).availability() is None]
+    if not found:
+        return ""
+    return f" (or backend{'s' if len(found) > 1 else ''} {', '.join(map(repr, found))}, which can run here)"
 
 
 def make_backend(name: str) -> Backend:
@@ -81,8 +93,9 @@ def make_backend(name: str) -> Backend:
     except ImportError as exc:
         if from_interrupt(exc):   # Ctrl-C while the solver's extension module initialised
             raise KeyboardInterrupt from None
-        raise SolverUnavailableError(unavailable_message(name, cls.availability(*args) or str(exc),
-                                                         cls.install_hint(*args))) from None
+        hint = cls.install_hint(*args)
+        raise SolverUnavailableError(unavailable_message(name, cls.availability(*args) or str(exc), hint)
+                                     + _others(name, hint)) from None
 
 
 def backend_capabilities(name: str) -> dict[str, bool]:
