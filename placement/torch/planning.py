@@ -760,6 +760,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.io.torch_export import check_forward_takes, check_module, import_torch, require_torch
     from placement.problem.instance import NodeFitsNoDeviceError
     from placement.torch.devices import parse_devices
+    from placement.torch.forward_hooks import ForwardHookWarning, forward_hook_note, forward_hooks
     from placement.torch.partition import (batch_outputs, canonical_names, check_program_outputs,
                                            outputs_following_batch, partition, user_outputs)
     from placement.torch.relays import RelayWarning, relay_note, stage_transfers
@@ -807,6 +808,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
             raise InvalidParameterError("stages", f"must be at most the number of devices ({total} in {devices!r}), "
                                                   f"got {stages}")
         check_microbatches(schedule, microbatches, stages)
+    hooks = forward_hooks(model)   # before the hooks of sequence_first_reads and custom_gradients
     try:
         with sequence_first_reads(model) as sequence_first, (
                 custom_gradients(model) if training else contextlib.nullcontext([])) as gradients, \
@@ -849,6 +851,9 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
         mixing = mixing_note(runs, set(garbled.outputs)) if runs is not None else None
         if mixing is not None:
             warnings.warn(mixing, SampleMixingWarning, stacklevel=2)
+    hooked = forward_hook_note(hooks)
+    if hooked is not None:
+        warnings.warn(hooked, ForwardHookWarning, stacklevel=2)
     custom = custom_gradient_note(gradients)
     if custom is not None:
         warnings.warn(custom, CustomGradientWarning, stacklevel=2)
