@@ -1952,6 +1952,45 @@ def test_the_schedule_s_step_raises_stage_zero_s_typed_error(tmp_path):
         torch.distributed.destroy_process_group()
 
 
+def test_a_step_s_inputs_that_torch_cannot_split_are_refused_by_name(tmp_path):
+    """A 0-dimensional tensor given to step() (a temperature planned as a number, a scalar batch) failed inside
+    torch's splitting into micro-batches with an IndexError ('Dimension specified as 0 but tensor has no
+    dimensions'), and a tensor input of fewer rows than the batch left the batch uncut, refused as the wrong
+    input (the batch was named, at its full size). Both are refused by name, before anything runs."""
+    store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
+    torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        x, y, pp = tempered_gpipe()
+        schedule = pp.schedule(pp.build_stage(0, torch.device("cpu")), lambda out, target: ((out - target) ** 2).sum())
+        scalar = ("the 0-dimensional tensor {}, which torch's runtime cannot split into micro-batches (it splits every "
+                  "tensor input along its first dimension): give the inputs the plan was made with, a batch of "
+                  "micro-batches like them")
+        for args, kwargs, parameter, message in (
+                ((x,), {"temperature": torch.tensor(2.0)}, "kwargs", scalar.format("kwargs['temperature']")),
+                ((torch.tensor(1.0),), {"temperature": 2.0}, "args", scalar.format("args[0]"))):
+            with pytest.raises(placement.InvalidParameterError) as error:
+                schedule.step(*args, **kwargs, target=y, losses=[])
+            assert error.value.parameter == parameter
+            assert str(error.value) == f"{parameter} of the pipeline's step() holds {message}"
+        torch.manual_seed(0)
+        bias = torch.randn(8, 8)
+        pp = plan_pipeline(Biased(), (x[:2],), {"extra": {"bias": bias[:2]}}, devices="h100:1", microbatches=4,
+                           schedule="gpipe")
+        schedule = pp.schedule(pp.build_stage(0, torch.device("cpu")), lambda out, target: ((out - target) ** 2).sum())
+        with pytest.raises(placement.InvalidParameterError) as error:
+            schedule.step(x, extra={"bias": bias[:1]}, target=y, losses=[])
+        assert (error.value.parameter, str(error.value)) == (
+            "kwargs", "kwargs of the pipeline's step() holds kwargs['extra']['bias'] of first dimension 1, but "
+                      "args[0]'s is 8: torch's runtime splits every tensor input into micro-batches along its first "
+                      "dimension, so each must hold the step's batch (4 micro-batches like the example inputs the "
+                      "plan was made with)")
+        losses: list = []
+        schedule.step(x, extra={"bias": bias}, target=y, losses=losses)
+        assert len(losses) == 4
+    finally:
+        torch.distributed.destroy_process_group()
+
+
 def test_a_loss_fn_that_cannot_be_called_is_refused_by_schedule(tmp_path):
     # torch took it and raised "TypeError: 'str' object is not callable" inside the first step
     store = torch.distributed.FileStore(str(tmp_path / "store"), 1)

@@ -114,6 +114,7 @@ class RaisesInputErrors:
         check = getattr(check, "check_inputs", None)
         inputs = {k: v for k, v in kwargs.items() if k not in STEP_KEYWORDS}
         if check is not None and (args or inputs):   # every micro-batch before the first runs: nothing is sent
+            check_splittable(args, inputs, getattr(self, "_n_microbatches", 1))
             arg_mbs, kwarg_mbs = self._split_inputs(args, inputs)  # type: ignore[attr-defined]
             for mb_args, mb_kwargs in zip(arg_mbs, kwarg_mbs):
                 check(tuple(mb_args), dict(mb_kwargs))
@@ -130,6 +131,34 @@ class RaisesInputErrors:
             if cause is None:
                 raise
             raise cause from None
+
+
+def check_splittable(args: tuple, kwargs: dict, microbatches: int) -> None:
+    """Refuse tensor inputs of ``step()`` that torch's runtime cannot split into ``microbatches`` micro-batches
+    along their first dimension: a 0-dimensional one (torch's ``IndexError``), or, with more than one
+    micro-batch, one whose first dimension is not the first input's (torch cut the batch into fewer
+    micro-batches than the step has, and the batch was refused as if it were the input of the wrong size)."""
+    import torch
+    from torch.utils._pytree import keystr, tree_flatten_with_path
+
+    tensors = [(f"{parameter}{keystr(path)}", parameter, value)
+               for parameter, given in (("args", list(args)), ("kwargs", kwargs))
+               for path, value in tree_flatten_with_path(given)[0] if isinstance(value, torch.Tensor)]
+    for where, parameter, value in tensors:
+        if value.dim() == 0:
+            raise InvalidParameterError(parameter, f"of the pipeline's step() holds the 0-dimensional tensor {where}, "
+                                                   "which torch's runtime cannot split into micro-batches (it splits "
+                                                   "every tensor input along its first dimension): give the inputs "
+                                                   "the plan was made with, a batch of micro-batches like them")
+    for where, parameter, value in tensors[1:] if microbatches > 1 else ():
+        first_where, _, first = tensors[0]
+        if value.shape[0] != first.shape[0]:
+            raise InvalidParameterError(parameter, f"of the pipeline's step() holds {where} of first dimension "
+                                                   f"{value.shape[0]}, but {first_where}'s is {first.shape[0]}: "
+                                                   "torch's runtime splits every tensor input into micro-batches "
+                                                   "along its first dimension, so each must hold the step's batch "
+                                                   f"({microbatches} micro-batches like the example inputs the plan "
+                                                   "was made with)")
 
 
 class ChecksTarget:
