@@ -217,6 +217,15 @@ def test_megatron_layout_needs_a_chain_of_blocks_and_one_stage_each_for_embeddin
                                                     "blocks h.0 and h.1 but in none, and Megatron's layers follow one "
                                                     "another$"):
         megatron_layout(between, plan(range(9)))
+    # the model's own operators amid one block's (a ModuleDict block whose forward calls its entries and
+    # applies a functional activation between them): the refusal named that block twice, "between blocks h.0
+    # and h.0"
+    amid = layout([("embed", "embed", ("embed",)), *block("h", 0)[:2], ("gelu", "", ()), block("h", 0)[2],
+                   *block("h", 1), ("head", "head", ("head",))])
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: 'gelu' runs "
+                                                    "between nodes of block h.0 but in none of its modules, and a "
+                                                    "Megatron layer holds its block's operators only$"):
+        megatron_layout(amid, plan(range(9)))
     lay = layout([("wte", "wte", ("wte",)), ("wpe", "wpe", ("wpe",)), *block("h", 0), *block("h", 1),
                   ("ln_f", "ln_f", ("ln_f",)), ("lm_head", "lm_head", ("lm_head",))])
     assert megatron_layout(lay, plan(range(0, 5), range(5, 10))) == "Et|tL"

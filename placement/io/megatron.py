@@ -172,6 +172,9 @@ def megatron_layout(layout: Layout, plan: Plan) -> str:
         if layer[k] is None:
             before = next(layer[j] for j in range(k - 1, first - 1, -1) if layer[j] is not None)
             after = next(layer[j] for j in range(k + 1, last + 1) if layer[j] is not None)
+            if before == after:   # the calling code's own operators amid one block's modules
+                refuse("megatron", f"{layout.nodes[k].name!r} runs between nodes of block {_entry(prefix, before)} "
+                                   "but in none of its modules, and a Megatron layer holds its block's operators only")
             refuse("megatron", f"{layout.nodes[k].name!r} lies between blocks {_entry(prefix, before)} and "
                                f"{_entry(prefix, after)} but in none, and Megatron's layers follow one another")
         if k > first and layer[k] < layer[k - 1]:
