@@ -250,6 +250,18 @@ def test_sweep_records_and_resuming_from_a_partial_file(tmp_path):
     assert len(log.read_text().split()) == 5
 
 
+def test_without_dask_and_matplotlib_a_sweep_with_plots_names_both_extras(tmp_path, monkeypatch):
+    """It asked for the plot extra, and only on the next run for the sweep extra."""
+    from placement.errors import SolverUnavailableError
+
+    for module in ("dask", "dask.distributed", "matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(SolverUnavailableError) as info:
+        sweep.run_sweep(SPEC, tmp_path / "sweep.jsonl", quiet=True, plots=tmp_path / "plots")
+    assert str(info.value) == "sweeps need Dask, and the sweep plots matplotlib: pip install 'placement[sweep,plot]'"
+    assert not (tmp_path / "sweep.jsonl").exists() and not (tmp_path / "plots").exists()
+
+
 def test_without_dask_a_sweep_with_work_left_writes_nothing_and_a_finished_one_still_runs(tmp_path, monkeypatch):
     """Without Dask, the sweep made the records' folders and an empty file before it failed; a sweep whose
     records are all there needs no cluster, and still answers."""

@@ -543,9 +543,13 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
         if scheduler is not None and value is not None:   # given, whatever its value
             raise InvalidParameterError(name, "applies to the local cluster only; with a scheduler the sweep runs "
                                               "on the cluster at that address, whose workers are its own")
-    if plots is not None:  # fail before hours of work when the plots cannot be drawn
+    plots_missing = None   # fail before hours of work when the plots cannot be drawn (below, with Dask's check)
+    if plots is not None:
         from placement.codesign.plots import matplotlib_modules
-        matplotlib_modules()
+        try:
+            matplotlib_modules()
+        except SolverUnavailableError as exc:
+            plots_missing = exc
     from placement.codesign.grid import load_grid
     for model in spec.models:  # fail before starting a cluster: an unknown model, a bad grid file
         if not _known_model(model):
@@ -554,7 +558,15 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
     # before cutting anything: out may not be records
     done = _done(spec, out)
     if any(configuration_id(config) not in done for config in configurations(spec)):
-        require_dask("sweeps need Dask")   # before the records' file or its folders are made
+        try:
+            require_dask("sweeps need Dask")   # before the records' file or its folders are made
+        except SolverUnavailableError:
+            if plots_missing is None:
+                raise
+            raise SolverUnavailableError("sweeps need Dask, and the sweep plots matplotlib: pip install "
+                                         "'placement[sweep,plot]'") from None
+    if plots_missing is not None:
+        raise plots_missing
     settings = baseline_settings(spec.baselines, spec.random_budget, spec.seed)
     _to_run(spec, done, settings)   # a record of other settings: refused now, not after waiting for another sweep
     try:   # fail before hours of work when the records or the plots cannot be written
