@@ -311,11 +311,11 @@ def _decode(path: str | Path, error: type[PlacementError], max_bytes: int) -> tu
         shapes = data.translate(_NUMBER_SHAPES)
         many_digits = _MANY_DIGITS in shapes   # the longer run is sought only within a text that has this one
         return (json.loads(text, parse_int=_finite_int if many_digits and _LONG_DIGITS in shapes else None,
-                           object_pairs_hook=_unique_keys),
+                           object_pairs_hook=unique_keys),
                 many_digits or any(spelling in shapes for spelling in _MAYBE_NOT_FINITE))
     except json.JSONDecodeError as exc:
         raise error(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {_malformed(exc)}") from None
-    except _RepeatedKey as exc:
+    except RepeatedKey as exc:
         raise error(f"{path}: the key {exc.args[0]!r} appears twice in one object; which one is meant is "
                     "not clear") from None
     except RecursionError:  # unbalanced brackets the depth check left to the parser
@@ -339,18 +339,19 @@ def _malformed(exc: json.JSONDecodeError) -> str:
         if lines else "")
 
 
-class _RepeatedKey(ValueError):
+class RepeatedKey(ValueError):
     """A JSON object names one key twice (the parser would keep the last silently)."""
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """The object of ``pairs``; :class:`_RepeatedKey` when a key comes twice."""
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The object of ``pairs`` (a ``json.loads`` ``object_pairs_hook``); :class:`RepeatedKey` when a key comes
+    twice."""
     obj = dict(pairs)
     if len(obj) != len(pairs):
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise _RepeatedKey(key)
+                raise RepeatedKey(key)
             seen.add(key)
     return obj
 

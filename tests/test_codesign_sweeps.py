@@ -835,6 +835,35 @@ def test_a_record_whose_configuration_is_not_the_one_its_id_digests_is_refused(t
     assert sweep.read_records(out) == kept
 
 
+def test_a_record_with_a_key_twice_or_a_number_not_finite_is_refused(tmp_path, capsys):
+    """A record's line was read by a plain JSON decoder: a key given twice (``"id"``, first another id, then the
+    configuration's) was read as its last value, so the record was kept as the configuration's, and ``NaN`` or
+    ``Infinity`` were read as numbers, where every other file the package reads refuses both (README, Limits).
+    Such a line is refused, naming the file, the line and the key or the field; the file is left as it is."""
+    from placement.cli import main
+
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,))
+    ident = sweep.configuration_id(sweep.configurations(spec)[0])
+    spec_file = tmp_path / "sweep.json"
+    spec_file.write_text(json.dumps({"models": [MLP], "chips": [1], "budgets": [[606.68, 300]], "grids": [TINY]}))
+    out = tmp_path / "records.jsonl"
+    for line, detail in (
+            (f'{{"id":"0","id":"{ident}","status":"error"}}',
+             "line 2: the key 'id' appears twice in one object; which one is meant is not clear"),
+            (f'{{"id":"{ident}","status":"optimal","baselines":{{"fixed":{{"value":NaN}}}}}}',
+             "line 2: baselines.fixed.value is NaN; every number must be finite"),
+            (f'{{"id":"{ident}","status":"optimal","value":-Infinity}}',
+             "line 2: value is -Infinity; every number must be finite")):
+        text = '{"id":"other","status":"error"}\n' + line + "\n"
+        out.write_text(text, encoding="utf-8")
+        with pytest.raises(InvalidParameterError) as caught:
+            sweep.run_sweep(spec, out, quiet=True, task=list)
+        assert (caught.value.parameter, str(caught.value)) == ("out", f"out {out}: {detail}")
+        assert main(["codesign", "--sweep", str(spec_file), "--out", str(out), "--quiet"]) == 2
+        assert capsys.readouterr().err == f"error: --out {out}: {detail}\n"
+        assert out.read_text(encoding="utf-8") == text
+
+
 @pytest.mark.parametrize("document, indent, what", [
     ({"format": "placement-plan/1", "devices": [{"type": "accelerator", "nodes": [1]}]}, 1, "a plan"),
     ({"format": "placement-plan/1", "devices": [{"type": "accelerator", "nodes": [1]}]}, None, "a plan"),

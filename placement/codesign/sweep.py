@@ -52,7 +52,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from placement.errors import (InvalidInstanceError, InvalidParameterError, PlacementError, SolverUnavailableError,
                               unwritable)
-from placement.jsonfile import json_type_name, json_value_text, load_json, not_utf8, read_bytes, strict_json
+from placement.jsonfile import (RepeatedKey, json_type_name, json_value_text, load_json, not_utf8, read_bytes,
+                                refuse_non_finite, strict_json, unique_keys)
 from placement.problem.instance import is_flag
 from placement.sigint import held_interrupts
 from placement import parameters
@@ -222,7 +223,8 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     A path that is no regular file (a folder, a pipe, a device), or that cannot be looked up (a name too long),
     raises :class:`InvalidParameterError`.
     A last line without its newline (a write cut short by an interruption: the start of a record,
-    which begins ``{"id":"``) is ignored; any other line that is not a JSON object with an ``id``, or a
+    which begins ``{"id":"``) is ignored; any other line that is not a JSON object with an ``id``, that names
+    a key twice in one object or holds a number that is not finite (records are written without either), or a
     last line that is no record's start, raises :class:`InvalidParameterError` (parameter ``out``)
     naming the line (the run cuts a record cut short off the file, and nothing else).
     """
@@ -236,7 +238,8 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     if not regular:   # a pipe or a device never gives the records back (a FIFO blocks the read)
         raise InvalidParameterError("out", f"{path}: is not a regular file; a sweep appends its records to a file "
                                            "and reads them back to resume")
-    data = read_bytes(path, partial(InvalidParameterError, "out"))  # type: ignore[arg-type]
+    out_error = partial(InvalidParameterError, "out")
+    data = read_bytes(path, out_error)  # type: ignore[arg-type]
     try:
         text = bytes(data).decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -248,7 +251,10 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line, object_pairs_hook=unique_keys)
+        except RepeatedKey as exc:
+            raise InvalidParameterError("out", f"{path}: line {number}: the key {exc.args[0]!r} appears twice in one "
+                                               "object; which one is meant is not clear") from None
         except (ValueError, RecursionError) as exc:  # malformed, nested too deep, an integer too long
             whole = _one_document(text) if number == 1 else None
             if whole:   # its first line, '{', was said to be no JSON
@@ -262,6 +268,7 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
                 raise InvalidParameterError("out", f"{path}: the file is {whole}, not sweep records (JSON Lines: a "
                                                    "record a line)")
             raise InvalidParameterError("out", f"{path}: line {number} is not a sweep record (no id)")
+        refuse_non_finite(record, f"{path}: line {number}", out_error)  # type: ignore[arg-type]
         records.append(record)
     if not (tail.startswith(RECORD_START) or RECORD_START.startswith(tail)):
         raise InvalidParameterError("out", f"{path}: line {len(lines) + 1} does not end in a newline and is no "
