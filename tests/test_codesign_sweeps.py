@@ -479,6 +479,35 @@ def test_a_sweep_waits_for_the_one_writing_its_file_and_skips_what_it_wrote(tmp_
     assert len(sweep.read_records(out)) == 1
 
 
+@pytest.mark.parametrize("settings, text", [
+    ("fixed", '"fixed"'), (7, "7"), (["fixed"], '["fixed"]'), ({"baselines": None}, '{"baselines": null}'),
+    ({"baselines": [None]}, '{"baselines": [null]}'), ({"baselines": "fixed"}, '{"baselines": "fixed"}'),
+], ids=["string", "number", "array", "null baselines", "null baseline", "baselines string"])
+def test_a_record_whose_settings_are_not_what_a_sweep_writes_is_refused_by_name(tmp_path, capsys, settings, text):
+    """A record's settings edited into something a sweep never writes (no object, or baselines that are no array
+    of names) ended the sweep in a traceback (AttributeError: 'str' object has no attribute 'get', TypeError)
+    where it was to be refused as a record made with other settings; it is refused so, the settings shown as
+    written, and the command prints one error line."""
+    from placement.cli import main
+
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,),
+                           baselines=("fixed",))
+    config = sweep.configurations(spec)[0]
+    out = tmp_path / "r.jsonl"
+    sweep.append_record(out, {"id": sweep.configuration_id(config), "config": config, "status": "error",
+                              "settings": settings})
+    detail = (f"holds a record of {MLP} on 1 chip made with settings {text}, and this sweep asks for baselines "
+              "fixed: resuming would keep that record; write to another file")
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.run_sweep(spec, out, quiet=True, task=list)
+    assert str(caught.value) == f"out {detail}"
+    spec_file = tmp_path / "sweep.json"
+    spec_file.write_text(json.dumps({"models": [MLP], "chips": [1], "budgets": [[606.68, 300]], "grids": [TINY],
+                                     "baselines": ["fixed"]}))
+    assert main(["codesign", "--sweep", str(spec_file), "--out", str(out), "--quiet"]) == 2
+    assert capsys.readouterr().err == f"error: --out {detail}\n"
+
+
 def test_a_record_of_other_settings_is_refused_without_waiting_for_the_sweep_writing_the_file(tmp_path):
     """A record made with other baselines settings refuses the sweep whatever runs on the file: it is refused
     while another sweep holds the file, not after that sweep (hours, maybe) has ended."""

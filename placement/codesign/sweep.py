@@ -209,9 +209,13 @@ def baseline_settings(baselines: Iterable[str], random_budget: int, seed: int) -
     return settings
 
 
-def _settings_text(settings: dict[str, Any]) -> str:
-    """``settings`` (:func:`baseline_settings`) as a message shows them."""
-    text = "baselines " + (", ".join(settings.get("baselines", [])) or "none")
+def _settings_text(settings: Any) -> str:
+    """``settings`` (:func:`baseline_settings`) as a message shows them; a record's settings that a sweep does not
+    write (no object, or ``baselines`` that are no array of names: edited by hand) as their JSON text."""
+    names = settings.get("baselines", []) if isinstance(settings, dict) else None
+    if not (isinstance(names, list) and all(isinstance(name, str) for name in names)):
+        return f"settings {json.dumps(settings, ensure_ascii=False)}"
+    text = "baselines " + (", ".join(names) or "none")
     if "seed" in settings:
         text += f", random_budget {settings.get('random_budget')}, seed {settings['seed']}"
     return text
