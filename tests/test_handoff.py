@@ -133,3 +133,22 @@ def test_the_readme_example_of_split_runs_as_written(capsys):
     [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "placement.split(" in b]
     exec(compile(block, "README.md", "exec"), {"__name__": "readme", "placement": placement})
     assert capsys.readouterr().out == "Etttt|tttt|tttt|L\n"
+
+
+@pytest.mark.parametrize("overrides, unread", [("x", "'x'"), ({"cpus": -1}, "cpus=-1"), ({"cpus": "none"},
+                                                                                         "cpus='none'")])
+def test_a_plan_whose_device_overrides_cannot_be_read_is_refused_as_verify_refuses_it(tmp_path, capsys, overrides,
+                                                                                      unread):
+    """split read only the well-formed device overrides of a plan's record: a record holding none of them
+    ("overrides": "x", {"cpus": -1}) was split on the instance's own devices without a word, where verify and
+    simulate refuse the plan; split now refuses it as they do."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"overrides": overrides, "devices": [{"type": "accelerator", "nodes": gpt2_ids()}]}))
+    expected = (f"{plan}: the plan's device overrides cannot be read: {unread} (accelerators and cpus are counts, "
+                "memory a number of bytes, none negative)")
+    for check in (placement.split, placement.verify):
+        with pytest.raises(placement.InvalidPlanError) as refused:
+            check(GPT2, plan)
+        assert str(refused.value) == expected
+    assert main(["split", GPT2, str(plan), "--quiet"]) == 2
+    assert capsys.readouterr().err == f"error: {expected}\n"
