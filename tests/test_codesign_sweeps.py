@@ -482,12 +482,14 @@ def test_a_sweep_waits_for_the_one_writing_its_file_and_skips_what_it_wrote(tmp_
 @pytest.mark.parametrize("settings, text", [
     ("fixed", '"fixed"'), (7, "7"), (["fixed"], '["fixed"]'), ({"baselines": None}, '{"baselines": null}'),
     ({"baselines": [None]}, '{"baselines": [null]}'), ({"baselines": "fixed"}, '{"baselines": "fixed"}'),
-], ids=["string", "number", "array", "null baselines", "null baseline", "baselines string"])
+    ({"baselines": ["fixed"], "note": 1}, '{"baselines": ["fixed"], "note": 1}'), ({}, "{}"),
+], ids=["string", "number", "array", "null baselines", "null baseline", "baselines string", "another field", "empty"])
 def test_a_record_whose_settings_are_not_what_a_sweep_writes_is_refused_by_name(tmp_path, capsys, settings, text):
     """A record's settings edited into something a sweep never writes (no object, or baselines that are no array
     of names) ended the sweep in a traceback (AttributeError: 'str' object has no attribute 'get', TypeError)
     where it was to be refused as a record made with other settings; it is refused so, the settings shown as
-    written, and the command prints one error line."""
+    written, and the command prints one error line. Settings with another field were refused as made with
+    "baselines fixed" where the sweep asks for "baselines fixed", which showed no difference."""
     from placement.cli import main
 
     spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,),

@@ -210,10 +210,12 @@ def baseline_settings(baselines: Iterable[str], random_budget: int, seed: int) -
 
 
 def _settings_text(settings: Any) -> str:
-    """``settings`` (:func:`baseline_settings`) as a message shows them; a record's settings that a sweep does not
-    write (no object, or ``baselines`` that are no array of names: edited by hand) as their JSON text."""
-    names = settings.get("baselines", []) if isinstance(settings, dict) else None
-    if not (isinstance(names, list) and all(isinstance(name, str) for name in names)):
+    """``settings`` (:func:`baseline_settings`) as a message shows them; a record's settings that are not what a
+    sweep writes for their baselines (no object, baselines that are no array of names, other fields: edited by
+    hand) as their JSON text, which shows how they differ."""
+    names = settings.get("baselines") if isinstance(settings, dict) else None
+    if not (isinstance(names, list) and all(isinstance(name, str) for name in names)
+            and settings == baseline_settings(names, settings.get("random_budget"), settings.get("seed"))):
         return f"settings {json.dumps(settings, ensure_ascii=False)}"
     text = "baselines " + (", ".join(names) or "none")
     if "seed" in settings:
