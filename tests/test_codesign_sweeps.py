@@ -671,6 +671,24 @@ def test_generated_models_are_model_files():
     assert str(caught.value).startswith("models lists 'gnmt', neither a model file nor one of bert-base-training, ")
 
 
+def test_an_empty_model_name_is_refused_before_any_configuration_runs(tmp_path):
+    """An empty name is no file, but it was taken for the working directory, which exists: the sweep ran every
+    configuration of it into an error record ("an empty file name") and ended with status 1, the records kept
+    for resuming; it is refused as a name that is neither a model file nor a generated model, before any
+    record is written."""
+    names = ", ".join(codesign_models.model_names())
+    out = tmp_path / "records.jsonl"
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.run_sweep(sweep.SweepSpec(models=("",), chips=(1,), budgets=((606.68, 280.0),), grids=(TINY,)), out,
+                        quiet=True, task=list)
+    assert (caught.value.parameter, caught.value.detail) == ("models", f"lists '', neither a model file nor one of "
+                                                                       f"{names}")
+    assert not out.exists()
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.sweep_model("")
+    assert str(caught.value) == f"model is '', neither a model file nor one of {names}"
+
+
 def test_a_relative_model_path_that_is_no_file_names_the_working_directory(tmp_path, monkeypatch):
     # a sweep file listing "mlp.json" beside it, run from another folder, was told of no folder at all
     monkeypatch.chdir(tmp_path)

@@ -675,7 +675,10 @@ def _known_model(model: str) -> bool:
 
 
 def _is_file(model: str) -> bool:
-    """Whether ``model`` names something on this machine (a name too long for the file system names nothing)."""
+    """Whether ``model`` names something on this machine (a name too long for the file system names nothing, and
+    an empty one, which ``Path`` reads as the working directory, names nothing either)."""
+    if not model:
+        return False
     try:
         return Path(model).exists()
     except OSError:
