@@ -465,6 +465,11 @@ _CONFIG = {"model": "m", "chips": 1, "area_mm2": 1, "power_w": 1}
     ({"config": _CONFIG, "throughput": "fast", "designs": []}, "throughput"),   # NaN: refused where it is read
     ({"config": _CONFIG, "throughput": 1.0, "area_mm2": 1, "tdp_w": "1", "designs": []}, "tdp_w"),
     ({"config": _CONFIG, "throughput": 1.0, "area_mm2": 1, "tdp_w": 1, "designs": [{"label": "x"}]}, "designs[0]"),
+    # no grid holds these designs: 2^64 tensor cores and 1e308 lanes overflowed the plot's axes (OverflowError)
+    *(({"config": _CONFIG, "throughput": 1.0, "area_mm2": 1, "tdp_w": 1, "designs": [{
+        "label": "x", "tensor_cores": 1, "array_width": 8, "array_depth": 8, "vector_cores": 1, "vector_lanes": 8,
+        "buffer_mb": 8, **wrong}]}, "designs[0]")
+      for wrong in ({"tensor_cores": 2**64}, {"vector_lanes": 1e308}, {"array_width": 0.5}, {"buffer_mb": 2**21})),
 ])
 def test_records_the_plots_cannot_read(folder, records, extra, field):
     pytest.importorskip("matplotlib")

@@ -21,6 +21,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
+from placement.codesign.grid import SMALLEST_BUFFER_MB
 from placement.errors import InvalidParameterError, SolverUnavailableError
 from placement.report.literal_text import literal
 
@@ -66,6 +67,15 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _design_value(key: str, value: Any) -> bool:
+    """Whether ``value`` is one a grid holds for the template parameter ``key`` (:mod:`.grid`): a whole number
+    from 1 to 2^20, ``buffer_mb`` a number from 2^-20 to 2^20. A sweep's designs are the grid's; a larger
+    count (2^64 tensor cores) overflowed the plot's integer axes."""
+    if not _finite(value) or value > 2**20:
+        return False
+    return value >= SMALLEST_BUFFER_MB if key == "buffer_mb" else (value >= 1 and float(value).is_integer())
+
+
 def _check_plottable(record: dict[str, Any]) -> None:
     """:class:`InvalidParameterError` (parameter ``out``) naming the first field of a solved record the
     plots read that is not what a sweep writes."""
@@ -77,8 +87,8 @@ def _check_plottable(record: dict[str, Any]) -> None:
     checks += [(key, _finite(record.get(key))) for key in ("throughput", "area_mm2", "tdp_w")]
     for k, design in enumerate(designs if isinstance(designs, list) else []):
         ok = isinstance(design, dict) and isinstance(design.get("label"), str) and all(
-            _finite(design.get(key)) for key in ("tensor_cores", "array_width", "array_depth", "vector_cores",
-                                                 "vector_lanes", "buffer_mb"))
+            _design_value(key, design.get(key)) for key in ("tensor_cores", "array_width", "array_depth",
+                                                            "vector_cores", "vector_lanes", "buffer_mb"))
         checks.append((f"designs[{k}]", ok))
     bad = next((name for name, ok in checks if not ok), None)
     if bad is not None:
