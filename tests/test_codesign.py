@@ -621,6 +621,9 @@ def test_bad_parameters(kwargs, parameter, detail):
     ({**CHAIN_GRID, "vector_lanes": [0]}, "grid: field 'vector_lanes' must hold positive integers up to 2^20, got 0"),
     ({**CHAIN_GRID, "buffer_mb": [16, 16]}, "grid: field 'buffer_mb' repeats a value"),
     ({k: v for k, v in CHAIN_GRID.items() if k != "vector_cores"}, "grid: missing field 'vector_cores'"),
+    # a name of another type was kept as its text (null as 'None'), where a network file refuses it
+    ({**CHAIN_GRID, "name": None}, "grid: field 'name' must be a non-blank string, got null"),
+    ({**CHAIN_GRID, "name": " "}, "grid: field 'name' must be a non-blank string, got ' '"),
 ])
 def test_bad_grids(grid, message):
     if "'name2'" in message:

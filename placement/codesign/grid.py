@@ -95,7 +95,10 @@ def parse_grid(data: Any, name: str = "grid") -> Grid:
         # a decoded file holds lists; a dict made in code may hold tuples, as DEFAULT_GRID does
         if not isinstance(data[key], (list, tuple)):
             raise InvalidInstanceError(f"grid: field {key!r} must be a non-empty array")
-    return Grid(tuple(data[key] for key in PARAMETERS), str(data.get("name", name)))
+    label = data.get("name", name)
+    if "name" in data and (not isinstance(label, str) or not label.strip()):
+        raise InvalidInstanceError(f"grid: field 'name' must be a non-blank string, got {json_value_text(label)}")
+    return Grid(tuple(data[key] for key in PARAMETERS), label)
 
 
 def _values(key: str, raw: Any) -> tuple:
