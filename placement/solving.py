@@ -253,9 +253,30 @@ def _method_run(method: str, names: list[str], problem: Instance, options: Mappi
         except SolverUnavailableError as missing:
             raise SolverUnavailableError(f"method 'auto' needs the MILP here, since the DP refuses ({exc}): "
                                          f"{missing}", parameter=exc.parameter) from None
+        except KeyboardInterrupt as stop:
+            if kept is None or _in_hand(stop, "milp") is not None:
+                raise
+            raise _held_by_the_dp(problem, kept, started, str(exc)) from None
     if method == "dp" and names != [method]:
         return _milp_where_the_dp_proves_nothing(problem, options, started, solution)
     return method, solution
+
+
+def _held_by_the_dp(problem: Instance, kept: tuple[float, Any, str], started: float, refusal: str) -> KeyboardInterrupt:
+    """The interrupt of ``auto``'s MILP stopped by Ctrl-C before its search gave a plan, where the MILP took over
+    from the DP that ran out of time (``refusal``) holding ``kept`` (``(value, plan, source)``): that plan goes on,
+    as an interrupt of the DP itself carries it (:class:`placement.solvers.dp.DPInterrupted`), with the instance's
+    lower bound."""
+    from placement.solvers.dp import InHand
+
+    held = InHand()
+    held.started = started
+    held.keep(*kept)
+    stop = held.interrupted(problem)
+    stop.solution = replace(stop.solution, message=f"{stop.solution.message}; the DP refused it ({refusal}), and the "
+                                                   "MILP that took over (method 'auto') was interrupted before it "
+                                                   "found a better plan")
+    return stop
 
 
 def _milp_where_the_dp_proves_nothing(problem: Instance, options: Mapping[str, Any], started: float,

@@ -143,6 +143,28 @@ def test_an_interrupted_auto_milp_keeps_the_note_on_why_it_ran(monkeypatch):
     assert "the search was interrupted" in result.message
 
 
+def test_ctrl_c_before_auto_s_milp_searches_keeps_the_plan_the_dp_held_when_its_time_ran_out(monkeypatch):
+    """Under ``auto`` with a time limit, the DP ran out of time holding the chain DP's plan and the MILP took
+    over from it; Ctrl-C while the MILP's modules loaded (OR-Tools takes a second or so) ended the solve with
+    no plan at all. The plan the DP held goes on, as an interrupt of the DP itself carries it."""
+    from placement.errors import LimitExceededError
+    from placement.solvers.milp import entry
+
+    pytest.importorskip("ortools")
+
+    def out_of_time(*args, **kwargs):
+        raise LimitExceededError("the time limit ran out while the DP ran (dp: 0/9 ideals)", parameter="time_limit")
+
+    monkeypatch.setattr(dp, "best_plan", out_of_time)
+    monkeypatch.setattr(entry, "check_backend_available", _interrupted)
+    result = _result_of_interrupted_solve(time_limit=30)
+    assert (result.method, result.status, result.value, result.bound) == ("dp", "feasible", 12.0, 23 / 3)
+    assert result.verified and result.verification.valid and result.verification.value == 12.0
+    assert result.message == (f"{CHAIN_PLAN_NOTE}; the DP refused it (the time limit ran out while the DP ran "
+                              "(dp: 0/9 ideals)), and the MILP that took over (method 'auto') was interrupted "
+                              "before it found a better plan")
+
+
 def test_an_interrupted_auto_milp_after_the_dp_s_unproven_plan_keeps_that_plan(monkeypatch):
     """The MILP ran because the DP's plan (100) is unproven; its search, interrupted before it answered,
     has only the DP's plan as its start: the DP's plan goes on, saying the MILP ran."""
