@@ -207,6 +207,50 @@ def test_ctrl_c_while_the_model_is_built_carries_the_starting_plan(monkeypatch, 
         assert result.verification.valid
 
 
+# node 1 (0.5, 2 bytes) feeds three nodes (3, 1, 2.5; 1, 1, 2 bytes) at a cost of 3 each, on three accelerators of
+# 3 bytes: the latency greedy's plan takes 13, the chain DP's over intervals of a topological order 12, the latency
+# MILP's start 10.5, its optimum 10
+FORK = {"maxSizePerFPGA": 3, "maxFPGAs": 3, "maxCPUs": 0,
+        "nodes": [{"id": i, "name": f"f{i}", "supportedOnFpga": 1, "fpgaLatency": t, "cpuLatency": 9,
+                   "isBackwardNode": 0, "size": m} for i, t, m in ((1, 0.5, 2), (2, 3, 1), (3, 1, 1), (4, 2.5, 2))],
+        "edges": [{"sourceId": 1, "destId": i, "cost": 3} for i in (2, 3, 4)]}
+
+
+@pytest.mark.parametrize("where, in_hand", [("start", 12.0), ("moves", 10.5), ("build", 10.5), ("bounds", 10.5)])
+def test_ctrl_c_in_the_latency_start_or_model_carries_the_plan_in_hand(monkeypatch, where, in_hand):
+    """The latency MILP's start tries several methods in turn, and its model and bounds take seconds on large
+    graphs: Ctrl-C in any of them ended the solve with no plan (``error: interrupted``), though plans were in
+    hand. In the start (here in the latency chain DP, after the chain DP over intervals and the latency greedy
+    found theirs) the best plan found so far goes on; in the moves of colour classes to the CPUs that improve the
+    start, in the build or in the bounds (the module-chain bound), the start."""
+    import placement
+    from placement.solvers.milp import entry, latency, warmstart
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    assert placement.solve(FORK, objective="latency", method="latency-greedy").value == 13.0
+    assert warmstart.latency_warm_start(placement.load(FORK))[1] == 10.5
+    assert placement.solve(FORK, objective="latency").value == 10.0
+    if where == "start":
+        monkeypatch.setattr(warmstart, "solve_latency_chain", interrupted)
+    elif where == "moves":
+        monkeypatch.setattr(entry, "moved_to_cpus", interrupted)
+    else:
+        monkeypatch.setattr(latency, "prepare_latency" if where == "build" else "module_chain", interrupted)
+    try:
+        placement.solve(FORK, objective="latency", method="milp")
+    except placement.Interrupted as caught:
+        result = caught.result
+    except KeyboardInterrupt:   # a failure, not the end of the test run
+        pytest.fail("the interrupt went on without the plan in hand")
+    else:
+        pytest.fail("the interrupt was lost")
+    assert (result.method, result.status, result.value) == ("milp", "feasible", in_hand)
+    assert result.verified and result.verification.valid and 0 < result.bound < in_hand
+    assert result.message.startswith("the search was interrupted before it started")
+
+
 def test_the_same_sigint_delivered_again_is_absorbed(monkeypatch):
     """``timeout -s INT`` sends its signal to the process and then to its process group: a second
     KeyboardInterrupt within ECHO_S of the first had ended the wait for the stopped solver as a second

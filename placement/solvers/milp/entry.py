@@ -39,8 +39,10 @@ from placement.parameters import stage_count
 from placement.solvers.milp import DEFAULT_TIME_LIMIT, formulation, infeasible_before_solving, solve_milp
 from placement.solvers.milp.backends import check_backend_available
 from placement.solvers.milp.driver import interrupted_start
+from placement.solvers.milp.latency import interrupted_start as interrupted_latency_start
 from placement.solvers.baselines.latency_moves import moved_to_cpus
-from placement.solvers.milp.warmstart import default_warm_start, latency_warm_start, warm_start_and_bound
+from placement.solvers.milp.warmstart import (LatencyStartInterrupted, default_warm_start, latency_warm_start,
+                                              warm_start_and_bound)
 
 DEFAULT_BACKEND = "cp-sat"
 #: the most of the time limit the default warm start may take
@@ -70,8 +72,13 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
     start_deadline = began + WARM_START_SHARE * (deadline - began)
     proven, start_latency = 0.0, None   # the latency start's latency, where the warm start evaluated it
     if warm_start is True and objective == "latency":
-        start, start_latency = latency_warm_start(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, stages,
-                                                  deadline=start_deadline, calls=calls)
+        try:
+            start, start_latency = latency_warm_start(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, stages,
+                                                      deadline=start_deadline, calls=calls)
+        except LatencyStartInterrupted as exc:   # Ctrl-C in the latency start: its best plan goes on, as a start would
+            if exc.start is None:
+                raise
+            raise interrupted_latency_start(instance, backend, began, *exc.start, calls, stages) from None
     elif warm_start is True:
         try:
             start, proven = warm_start_and_bound(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, objective,
@@ -82,7 +89,10 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
             raise interrupted_start(instance, formulation(contiguity, stages), objective, backend,
                                     exc.solution.plan, began) from None
     if start is not None and objective == "latency":
-        start, start_latency = moved_to_cpus(instance, start, start_latency, start_deadline, stages, progress)
+        try:
+            start, start_latency = moved_to_cpus(instance, start, start_latency, start_deadline, stages, progress)
+        except KeyboardInterrupt:   # Ctrl-C while colour classes move to the CPUs: the start in hand goes on
+            raise interrupted_latency_start(instance, backend, began, start, start_latency, calls, stages) from None
 
     def check() -> Plan | None:
         """The default warm start, found after the solve within what is left of the deadline."""

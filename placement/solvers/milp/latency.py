@@ -125,6 +125,7 @@ from placement.solvers.milp.rows import boundary_rows, convexity_rows
 from placement.parameters import stage_count
 from placement.solvers.milp.driver import (DEFAULT_MAX_PRODUCT, checked_claim, data_notes, memory_cut_note,
                                            out_of_time, refitted, run_solver, skipped, stage_count_verdict, start_from)
+from placement.solvers.milp.interrupt import SearchInterrupted, absorb_echoes
 from placement.solvers.milp.latency_data import LatencyData, cpu_types, prepare_latency
 from placement.solvers.milp.outcome import ADMITTING, Context, Verdict, conclude
 from placement.wording import counted
@@ -432,6 +433,44 @@ def _hint(problem: Instance, d: LatencyData, V: _Vars, q: int, plan: Plan) -> tu
     return values, ""
 
 
+def latency_verdict(problem: Instance, plan: Plan, calls: int, stages: int | None,
+                    latency: float | None = None) -> Verdict:
+    """The latency evaluator's verdict on ``plan``, with the call limit ``calls`` and the stage count ``stages``
+    of the model; ``latency``: the plan's latency where the caller has it (only the limit and the count are
+    then checked: on 100,000 nodes an evaluation takes seconds)."""
+    from placement.verification.check import call_limit_violations
+    from placement.verification.latency import evaluate_latency
+
+    ev = None if latency is not None else evaluate_latency(problem, plan)
+    violations = (() if ev is None else tuple(ev.violations)) + tuple(call_limit_violations(problem, plan, calls))
+    value = latency if ev is None else ev.latency
+    return stage_count_verdict(Verdict(not violations, value, violations), plan, stages)
+
+
+def interrupted_before_search(problem: Instance, backend: str, began: float, plan: Plan | None,
+                              verify: Callable[[Plan], Verdict], echoes: bool = True) -> SearchInterrupted:
+    """The interrupt of a latency MILP stopped by Ctrl-C before its search (since ``began``, on ``backend``),
+    carrying ``plan``, the start in hand (or none), checked by ``verify``, with the longest-path bound; once the
+    same SIGINT delivered again has passed (:func:`placement.sigint.absorb_echoes`) unless ``echoes`` is false
+    (the caller waited them out)."""
+    if echoes:
+        absorb_echoes(time.perf_counter())
+    return SearchInterrupted(None, out_of_time(problem, f"milp-{backend}", "latency", "sets", began,
+                                               "the search was interrupted before it started", plan, verify,
+                                               latency_lower_bound(problem)))
+
+
+def interrupted_start(problem: Instance, backend: str, began: float, plan: Plan, latency: float | None,
+                      calls: int, stages: int | None) -> SearchInterrupted:
+    """The interrupt of a latency MILP stopped by Ctrl-C while its start was sought or improved, carrying
+    ``plan``, the best start found by then (of latency ``latency`` where known), verified for the request."""
+    def verify(other: Plan) -> Verdict:
+        return latency_verdict(problem, other, calls, stages, latency if other is plan else None)
+
+    absorb_echoes(time.perf_counter())
+    return interrupted_before_search(problem, make_backend(backend).name, began, plan, verify, echoes=False)
+
+
 def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions, calls: int = DEFAULT_CALLS,
                        warm_start: Plan | None = None, max_product: float = DEFAULT_MAX_PRODUCT,
                        progress: Callable[[str], None] | None = None, stages: int | None = None,
@@ -444,9 +483,6 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     plan, where the caller has it (the start's verdict then adds the call limit and stage count alone:
     on 100,000 nodes an evaluation takes seconds). A valid start that meets the longest-path bound is
     returned optimal before any model is built (stats ``model_built: False``)."""
-    from placement.verification.check import call_limit_violations
-    from placement.verification.latency import evaluate_latency
-
     check_objective(problem, "latency")
     cpu_types(problem)   # refused before any start is looked at, whatever the start
     if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
@@ -457,11 +493,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
 
     def verify(plan: Plan) -> Verdict:
         """The latency evaluator's verdict, with the call limit and the stage count of this model."""
-        known = plan is warm_start and start_latency is not None
-        ev = None if known else evaluate_latency(problem, plan)
-        violations = (() if ev is None else tuple(ev.violations)) + tuple(call_limit_violations(problem, plan, calls))
-        latency = start_latency if ev is None else ev.latency
-        return stage_count_verdict(Verdict(not violations, latency, violations), plan, stages)
+        return latency_verdict(problem, plan, calls, stages, start_latency if plan is warm_start else None)
 
     verdict = None if warm_start is None else verify(warm_start)
     simple = latency_lower_bound(problem)
@@ -481,68 +513,71 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     if progress is not None:
         progress(f"building the latency model for {be.name} ({len(problem.nodes):,} nodes, {calls} "
                  f"call{'s' if calls > 1 else ''} per accelerator)")
-    try:
-        d = prepare_latency(problem, be.integer_only, max_product, be.check_time, calls)
-        V = _build(problem, d, be, calls, stages)
-    except OutOfTime as exc:
-        return out_of_time(problem, f"milp-{be.name}", "latency", "sets", start, str(exc), warm_start, verify,
-                           latency_lower_bound(problem))
-    be.end_build()
-    # the path bound on the instance's own times: row 14's where the model holds them exactly scaled
-    # (its integer sums are then the exact ones), else computed again, since the model's times are
-    # rounded down or its memory rounded up
-    path = (V.floor / d.scaling.scale if d.scaling.exact and d.memory_exact and V.floor > 0
-            else latency_path_bound(problem, calls))
-    simple_bound, bound_name = latency_lower_bound(problem), "the longest-path bound"
-    if math.isfinite(path) and path >= simple_bound > 0:
-        simple_bound, bound_name = path, "the path bound"
-    notes = data_notes(d.scaling, d.memory_exact, be.name, integer_only=be.integer_only)
-    data = tuple(notes)
-    fallback = start_from(warm_start, verify, be, [V.L], d.scaling.scale, notes)
-    stats_chain: dict[str, Any] = {}
-    extra = []
-    if calls == 1:   # the critical-chain bound, pruned at the starting plan's value (all a proof of it needs)
-        chain = chain_bound(problem, cutoff=fallback[1] if fallback is not None else math.inf)
-        extra.append(("chain_bound", "chain_ideals", "chain bound", "ideal", chain.value, chain.ideals, chain.why))
-    # the module-chain bound with the calls counted, or, where that takes too much work, without; each
-    # within half the time left, so that the solver keeps the rest
-    modules = module_chain(problem, deadline=_half_left(options.deadline), calls=calls)
-    stats_chain["module_bound_counts_calls"] = modules.value is not None
-    if modules.value is None and modules.why != OUT_OF_TIME:
-        stats_chain["module_bound_counted_skipped"] = modules.why
-        modules = module_chain(problem, deadline=_half_left(options.deadline))
-    counted_calls = f" ({counted(calls * len(d.acc), 'call counted')})"
-    label = "module-chain bound" + (counted_calls if stats_chain["module_bound_counts_calls"] else "")
-    extra.append(("module_bound", "modules", label, "module", modules.value, modules.modules, modules.why))
-    for key, size_key, label, unit, value, size, why in extra:
-        stats_chain.update({key: value, size_key: size})
-        if value is None:
-            stats_chain[f"{key}_skipped"] = why
+    try:   # Ctrl-C before the search (the build, the bounds): the starting plan goes on, verified, in the interrupt
+        try:
+            d = prepare_latency(problem, be.integer_only, max_product, be.check_time, calls)
+            V = _build(problem, d, be, calls, stages)
+        except OutOfTime as exc:
+            return out_of_time(problem, f"milp-{be.name}", "latency", "sets", start, str(exc), warm_start, verify,
+                               latency_lower_bound(problem))
+        be.end_build()
+        # the path bound on the instance's own times: row 14's where the model holds them exactly scaled
+        # (its integer sums are then the exact ones), else computed again, since the model's times are
+        # rounded down or its memory rounded up
+        path = (V.floor / d.scaling.scale if d.scaling.exact and d.memory_exact and V.floor > 0
+                else latency_path_bound(problem, calls))
+        simple_bound, bound_name = latency_lower_bound(problem), "the longest-path bound"
+        if math.isfinite(path) and path >= simple_bound > 0:
+            simple_bound, bound_name = path, "the path bound"
+        notes = data_notes(d.scaling, d.memory_exact, be.name, integer_only=be.integer_only)
+        data = tuple(notes)
+        fallback = start_from(warm_start, verify, be, [V.L], d.scaling.scale, notes)
+        stats_chain: dict[str, Any] = {}
+        extra = []
+        if calls == 1:   # the critical-chain bound, pruned at the starting plan's value (all a proof of it needs)
+            chain = chain_bound(problem, cutoff=fallback[1] if fallback is not None else math.inf)
+            extra.append(("chain_bound", "chain_ideals", "chain bound", "ideal", chain.value, chain.ideals, chain.why))
+        # the module-chain bound with the calls counted, or, where that takes too much work, without; each
+        # within half the time left, so that the solver keeps the rest
+        modules = module_chain(problem, deadline=_half_left(options.deadline), calls=calls)
+        stats_chain["module_bound_counts_calls"] = modules.value is not None
+        if modules.value is None and modules.why != OUT_OF_TIME:
+            stats_chain["module_bound_counted_skipped"] = modules.why
+            modules = module_chain(problem, deadline=_half_left(options.deadline))
+        counted_calls = f" ({counted(calls * len(d.acc), 'call counted')})"
+        label = "module-chain bound" + (counted_calls if stats_chain["module_bound_counts_calls"] else "")
+        extra.append(("module_bound", "modules", label, "module", modules.value, modules.modules, modules.why))
+        for key, size_key, label, unit, value, size, why in extra:
+            stats_chain.update({key: value, size_key: size})
+            if value is None:
+                stats_chain[f"{key}_skipped"] = why
+                if progress is not None:
+                    progress(f"no {label}: {why}")
+                continue
+            if value > simple_bound:
+                simple_bound, bound_name = value, f"the {label}"
             if progress is not None:
-                progress(f"no {label}: {why}")
-            continue
-        if value > simple_bound:
-            simple_bound, bound_name = value, f"the {label}"
-        if progress is not None:
-            progress(f"{label} {value:.6g} ({counted(size, unit)})")
-    if fallback is not None:
-        values, why = _hint(problem, d, V, calls, fallback[0])
-        if values is not None:
-            why = be.hint(values)
-        if why:
-            notes.append(why)
-    stats: dict[str, Any] = {"backend": be.name, "classes": len(d.classes), "accelerators": len(d.acc),
-                             "calls_per_accelerator": calls, "time_scale": d.scaling.scale,
-                             "time_scale_exact": d.scaling.exact, **be.size,
-                             "build_s": time.perf_counter() - start, "gap_allowed": options.gap}
-    if stages is not None:
-        stats["stages"] = stages
-    stats["path_bound"] = path
-    if d.alone:   # rows rounded to admit every plan that fits (.data._admitting_memory)
-        stats[ADMITTING] = True
-    stats.update(stats_chain)
-    if progress is not None and path > 0:
-        progress(f"path bound {path:.6g}")
+                progress(f"{label} {value:.6g} ({counted(size, unit)})")
+        if fallback is not None:
+            values, why = _hint(problem, d, V, calls, fallback[0])
+            if values is not None:
+                why = be.hint(values)
+            if why:
+                notes.append(why)
+        stats: dict[str, Any] = {"backend": be.name, "classes": len(d.classes), "accelerators": len(d.acc),
+                                 "calls_per_accelerator": calls, "time_scale": d.scaling.scale,
+                                 "time_scale_exact": d.scaling.exact, **be.size,
+                                 "build_s": time.perf_counter() - start, "gap_allowed": options.gap}
+        if stages is not None:
+            stats["stages"] = stages
+        stats["path_bound"] = path
+        if d.alone:   # rows rounded to admit every plan that fits (.data._admitting_memory)
+            stats[ADMITTING] = True
+        stats.update(stats_chain)
+        if progress is not None and path > 0:
+            progress(f"path bound {path:.6g}")
+    except KeyboardInterrupt:
+        raise interrupted_before_search(problem, be.name, start, warm_start, verify) from None
     raw = run_solver(be, options, progress, 1.0 / d.scaling.scale, fallback, simple_bound)
     if d.alone:
         raw, cut = refitted(be, raw, options, progress, 1.0 / d.scaling.scale, fallback, simple_bound,

@@ -52,6 +52,7 @@ from typing import Callable
 from placement.errors import LimitExceededError, PlacementError
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
+from placement.sigint import absorb_echoes
 from placement.solution import Solution, Status
 from placement.solvers.baselines.latency_chain import solve_latency_chain
 from placement.solvers.baselines.latency_greedy import solve_latency_greedy
@@ -102,16 +103,40 @@ def warm_start_and_bound(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS
     return latency_warm_start(problem, max_ideals, progress, stages, deadline)[0], 0.0
 
 
+class LatencyStartInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped :func:`latency_warm_start`: ``start`` is ``(plan, latency)`` of the best valid plan it had
+    found by then, or ``None``. A :class:`KeyboardInterrupt`, so code that does not look for it stops as before."""
+
+    def __init__(self, start: tuple[Plan, float] | None) -> None:
+        super().__init__("interrupted")
+        self.start = start
+
+
 def latency_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
                        progress: Callable[[str], None] | None = None, stages: int | None = None,
                        deadline: float | None = None, calls: int = 1) -> tuple[Plan | None, float | None]:
     """:func:`default_warm_start`'s plan for the latency objective and the latency the latency evaluator
     found for it (``None`` where the plan is the DP's pipeline, not evaluated, or there is none); the
-    latency greedy may use ``calls`` calls per accelerator, the other plans one."""
+    latency greedy may use ``calls`` calls per accelerator, the other plans one. Ctrl-C raises
+    :class:`LatencyStartInterrupted` with the best plan found by then."""
     candidates: list[Plan] = []    # plans of unknown latency, pipelines first
-    told = None if progress is None else (lambda line: progress(f"warm start: {line}"))   # the DPs' own lines
     # the whole-graph plans and the baselines' plans, with their latencies
     scored: list[tuple[float, Plan]] = whole_graph_plans(problem) if stages in (None, 1) else []
+    try:
+        return _latency_start(problem, max_ideals, progress, stages, deadline, calls, candidates, scored)
+    except KeyboardInterrupt:
+        absorb_echoes(time.perf_counter())   # the same SIGINT again would cut the evaluation short
+        found = scored + evaluated(problem, candidates, None, have_one=False)
+        best = min(found, key=lambda item: item[0]) if found else None
+        raise LatencyStartInterrupted(None if best is None else (best[1], best[0])) from None
+
+
+def _latency_start(problem: Instance, max_ideals: int, progress: Callable[[str], None] | None, stages: int | None,
+                   deadline: float | None, calls: int, candidates: list[Plan],
+                   scored: list[tuple[float, Plan]]) -> tuple[Plan | None, float | None]:
+    """:func:`latency_warm_start`, which holds the plans found, scored or not, in ``scored`` and ``candidates`` as
+    they come (for Ctrl-C)."""
+    told = None if progress is None else (lambda line: progress(f"warm start: {line}"))   # the DPs' own lines
     coarse = coarse_start(problem, stages, deadline, told)   # one call per device, in pipeline order: a latency plan
     if coarse.plan is not None:
         candidates.append(coarse.plan)
