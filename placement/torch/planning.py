@@ -695,6 +695,26 @@ def best_within_stages(problem: Any, most: int, **options: Any) -> Any:
                                message="; ".join(m for m in (best.message, note) if m))
 
 
+def tensor_inputs(args: Sequence[Any], kwargs: dict, torch: Any) -> list[tuple[str, str, Any]]:
+    """Each tensor input that torch's pipeline runtime splits into micro-batches (positional or keyword, and
+    those inside an input's dict, list or tuple), as ``(where, parameter, tensor)``: ``where`` its place
+    (``args[0]``, ``kwargs['mask']``), ``parameter`` ``"args"`` or ``"kwargs"``."""
+    from torch.utils._pytree import keystr, tree_flatten_with_path
+
+    return [(f"{parameter}{keystr(path)}", parameter, value)
+            for parameter, given in (("args", list(args)), ("kwargs", kwargs))
+            for path, value in tree_flatten_with_path(given)[0] if isinstance(value, torch.Tensor)]
+
+
+def first_dimension_outlier(inputs: list[tuple[str, str, Any]]) -> tuple[tuple, tuple] | None:
+    """The first of :func:`tensor_inputs`' ``inputs`` whose first dimension is not the first input's, with the
+    first input; ``None`` where all agree."""
+    for entry in inputs[1:]:
+        if entry[2].shape[0] != inputs[0][2].shape[0]:
+            return entry, inputs[0]
+    return None
+
+
 def check_micro_batch_dimension(args: Sequence[Any], kwargs: dict, torch: Any, microbatches: int = 2) -> int | None:
     """Refuse tensor inputs that torch's pipeline runtime cannot split into micro-batches: it splits every
     tensor input, positional or keyword (those inside a keyword input's dict, list or tuple too), along its
@@ -704,12 +724,7 @@ def check_micro_batch_dimension(args: Sequence[Any], kwargs: dict, torch: Any, m
     state ``[layers, batch, hidden]``, would be split along the wrong dimension; into one micro-batch, it is
     not cut). Returns the first tensor input's first dimension, the micro-batch's samples (``None`` without
     a tensor input)."""
-    from torch.utils._pytree import keystr, tree_flatten_with_path
-
-    inputs = [(f"args[{k}]", "args", value) for k, value in enumerate(args)]
-    # the runtime splits the tensors inside a dict, list or tuple of kwargs too
-    inputs += [(f"kwargs{keystr(path)}", "kwargs", value) for path, value in tree_flatten_with_path(kwargs)[0]
-               if isinstance(value, torch.Tensor)]
+    inputs = tensor_inputs(args, kwargs, torch)
     for where, parameter, value in inputs:
         if value.is_nested or value.layout != torch.strided:   # no first dimension to cut, nothing gloo sends
             kind = "a nested tensor" if value.is_nested else f"a tensor of layout {value.layout}"
@@ -725,17 +740,17 @@ def check_micro_batch_dimension(args: Sequence[Any], kwargs: dict, torch: Any, m
                                                    "runtime cannot split into micro-batches (it splits every tensor "
                                                    "input along its first dimension): give it a first dimension of "
                                                    "the micro-batch's size, or make it a buffer of the model")
-    for where, parameter, value in inputs[1:] if microbatches > 1 else ():
-        first_where, _, first = inputs[0]
-        if value.shape[0] != first.shape[0]:
-            raise InvalidParameterError(parameter, f"holds {where} of first dimension {value.shape[0]}, but "
-                                                   f"{first_where}'s is {first.shape[0]}: the pipeline runtime "
-                                                   "splits every tensor input into micro-batches along its first "
-                                                   "dimension, so each must have the micro-batch as its first "
-                                                   "dimension (move the batch of an input such as an LSTM's initial "
-                                                   "state to the front; an input no sample owns, such as an attention "
-                                                   "mask all samples share, belongs in the model: a buffer, or made "
-                                                   "in forward)")
+    outlier = first_dimension_outlier(inputs) if microbatches > 1 else None
+    if outlier is not None:
+        (where, parameter, value), (first_where, _, first) = outlier
+        raise InvalidParameterError(parameter, f"holds {where} of first dimension {value.shape[0]}, but "
+                                               f"{first_where}'s is {first.shape[0]}: the pipeline runtime "
+                                               "splits every tensor input into micro-batches along its first "
+                                               "dimension, so each must have the micro-batch as its first "
+                                               "dimension (move the batch of an input such as an LSTM's initial "
+                                               "state to the front; an input no sample owns, such as an attention "
+                                               "mask all samples share, belongs in the model: a buffer, or made "
+                                               "in forward)")
     return int(inputs[0][2].shape[0]) if inputs else None
 
 

@@ -139,26 +139,25 @@ def check_splittable(args: tuple, kwargs: dict, microbatches: int) -> None:
     micro-batch, one whose first dimension is not the first input's (torch cut the batch into fewer
     micro-batches than the step has, and the batch was refused as if it were the input of the wrong size)."""
     import torch
-    from torch.utils._pytree import keystr, tree_flatten_with_path
 
-    tensors = [(f"{parameter}{keystr(path)}", parameter, value)
-               for parameter, given in (("args", list(args)), ("kwargs", kwargs))
-               for path, value in tree_flatten_with_path(given)[0] if isinstance(value, torch.Tensor)]
+    from placement.torch.planning import first_dimension_outlier, tensor_inputs
+
+    tensors = tensor_inputs(args, kwargs, torch)
     for where, parameter, value in tensors:
         if value.dim() == 0:
             raise InvalidParameterError(parameter, f"of the pipeline's step() holds the 0-dimensional tensor {where}, "
                                                    "which torch's runtime cannot split into micro-batches (it splits "
                                                    "every tensor input along its first dimension): give the inputs "
                                                    "the plan was made with, a batch of micro-batches like them")
-    for where, parameter, value in tensors[1:] if microbatches > 1 else ():
-        first_where, _, first = tensors[0]
-        if value.shape[0] != first.shape[0]:
-            raise InvalidParameterError(parameter, f"of the pipeline's step() holds {where} of first dimension "
-                                                   f"{value.shape[0]}, but {first_where}'s is {first.shape[0]}: "
-                                                   "torch's runtime splits every tensor input into micro-batches "
-                                                   "along its first dimension, so each must hold the step's batch "
-                                                   f"({microbatches} micro-batches like the example inputs the plan "
-                                                   "was made with)")
+    outlier = first_dimension_outlier(tensors) if microbatches > 1 else None
+    if outlier is not None:
+        (where, parameter, value), (first_where, _, first) = outlier
+        raise InvalidParameterError(parameter, f"of the pipeline's step() holds {where} of first dimension "
+                                               f"{value.shape[0]}, but {first_where}'s is {first.shape[0]}: "
+                                               "torch's runtime splits every tensor input into micro-batches "
+                                               "along its first dimension, so each must hold the step's batch "
+                                               f"({microbatches} micro-batches like the example inputs the plan "
+                                               "was made with)")
 
 
 class ChecksTarget:
