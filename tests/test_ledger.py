@@ -286,7 +286,10 @@ def test_costs_rounded_to_the_recorded_quantum_agree():
     assert DISAGREES in [d.status for d in communication_ledger(placement.load(document(rounded, None)), plan).devices]
     doubled = placement.load(document([1.0, 4.625, 333.3125], 1 / 16))
     assert [m.node for d in communication_ledger(doubled, plan).devices for m in d.mismatches] == [1, 1]
-    assert placement.load(document(rounded, "fine")).time_quantum == 0.0   # not a number: none recorded
+    with pytest.raises(placement.InvalidInstanceError) as info:   # not a number: refused, not read as none recorded
+        placement.load(document(rounded, "fine"))
+    assert str(info.value) == ("instance: field 'about.time_quantum_ms' must be a finite number ≥ 0 (0: none "
+                               "recorded), got 'fine'")
     import dataclasses
     import math
 
