@@ -11,6 +11,10 @@ pytest.importorskip("torch.distributed.pipelining", reason="this torch has no to
 
 from torch import nn  # noqa: E402
 
+from placement.cli import main  # noqa: E402
+from placement.costmodel.roofline import make_platform  # noqa: E402
+from placement.io.opgraph import CostModelWarning  # noqa: E402
+from placement.io.torch_export import import_torch  # noqa: E402
 from placement.torch import plan_pipeline  # noqa: E402
 
 NOTE = ("torch.export traced what the hooks returned into the program, which the stages compute (with the Python "
@@ -37,9 +41,9 @@ def test_forward_hooks_are_computed_by_the_stages_and_their_calls_are_warned_of(
     x = torch.randn(4, 8)
     with pytest.warns(ForwardHookWarning) as caught:
         pp = plan_pipeline(model, (x,), devices="epyc-7763:2", stages=2, microbatches=2)
-    assert [str(w.message) for w in caught if w.category is ForwardHookWarning] == [
+    assert [str(w.message) for w in caught if issubclass(w.category, ForwardHookWarning)] == [
         "the stages call no forward hook of module '0' (a forward hook), module '2' (a forward pre-hook and a "
-        f"forward hook): {NOTE}"]
+        f"forward hook): {NOTE}"]   # once: not the import's warning besides
     seen.clear()
     values = (x,)
     for s in range(pp.num_stages):
@@ -75,3 +79,42 @@ def test_global_forward_hooks_are_warned_of():
         handle.remove()
     assert [str(w.message) for w in caught if w.category is ForwardHookWarning] == [
         f"the stages call no forward hook of torch's global hooks (a forward hook): {NOTE}"]
+
+
+IMPORT_NOTE = ("the split-spec and pipe-split forms run a program that torch.export traced through the hooks (in "
+               "torch.distributed.pipelining.pipeline(), or export_program for pipe_split_module), which computes "
+               "what they returned, with the Python values they read fixed as they were when it was exported, as "
+               "the instance costs it, but calls no hook, so what a hook records, logs or counts is not done in a "
+               "pipeline step; compute in forward what a hook should do at every step (a DeepSpeed PipelineModule "
+               "calls the hooks of the modules it is given as layers, no others)")
+
+
+def hooked_factory() -> tuple[nn.Module, tuple]:
+    """Factory for ``placement import``: the model of :func:`hooked` and one micro-batch."""
+    return hooked()[0], (torch.randn(4, 8),)
+
+
+def test_an_import_warns_of_the_forward_hooks_its_hand_off_forms_never_call():
+    """The import said nothing of them, though split-spec and pipe-split stages compute what they returned and
+    call none of them, as plan_pipeline's do; the warning is a CostModelWarning, which placement import prints."""
+    from placement.torch import ForwardHookWarning, ImportedForwardHookWarning
+
+    assert issubclass(ImportedForwardHookWarning, ForwardHookWarning)
+    assert issubclass(ImportedForwardHookWarning, CostModelWarning)
+    with pytest.warns(ImportedForwardHookWarning) as caught:
+        import_torch(*hooked_factory(), platform=make_platform("h100", "epyc-7763", 2, 0))
+    assert [str(w.message) for w in caught if issubclass(w.category, ForwardHookWarning)] == [
+        "forward hooks of module '0' (a forward hook), module '2' (a forward pre-hook and a forward hook) run in "
+        f"the model's forward: {IMPORT_NOTE}"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ForwardHookWarning)
+        import_torch(nn.Sequential(nn.Linear(8, 2)), (torch.randn(4, 8),),
+                     platform=make_platform("h100", "epyc-7763", 2, 0))
+
+
+def test_placement_import_prints_the_forward_hook_warning(tmp_path, capsys):
+    out = tmp_path / "hooked.json"
+    assert main(["import", "tests.test_torch_forward_hooks:hooked_factory", "--out", str(out)]) == 0
+    assert capsys.readouterr().err == (
+        "warning: forward hooks of module '0' (a forward hook), module '2' (a forward pre-hook and a forward hook) "
+        f"run in the model's forward: {IMPORT_NOTE}\n")

@@ -1480,15 +1480,20 @@ def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *,
     the entries of numbered containers that the forward did not call in the exported run (:func:`uncalled_entries`).
     """
     from placement.io.module_names import warn_of_state_names
+    from placement.torch.forward_hooks import ImportedForwardHookWarning, forward_hooks, imported_hook_note
     from placement.torch.partition import canonical_names
 
     check_grouping(granularity, module_depth)   # before the export (seconds)
     check_module(model)
     label = model_name(name, model)
     check_forward_takes(model, args, kwargs)   # before module_calls hooks every module
+    hooks = forward_hooks(model)   # the model's own: before module_calls hooks every module
     with module_calls(model) as called:
         program = export_program(model, args, kwargs)
     warn_of_state_names(program)
+    hooked = imported_hook_note(hooks)
+    if hooked is not None:
+        warnings.warn(hooked, ImportedForwardHookWarning, stacklevel=2)
     graph = replace(graph_from_program(program, label, dtype), aliases=module_aliases(model))
     first = canonical_names(model)   # a tied tensor by its first name, as the stages and the ONNX import name it
     names = {target: first.get(id(tensor), target) for target, tensor in program.state_dict.items()}

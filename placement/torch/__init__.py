@@ -4,7 +4,7 @@
 imported when a function here is called. See ``docs/pytorch.md``.
 """
 
-from placement.torch.forward_hooks import ForwardHookWarning
+from placement.torch.forward_hooks import ForwardHookWarning, ImportedForwardHookWarning
 from placement.torch.planning import (CustomGradientWarning, OutputBatchWarning, PipelinePlan, RandomStateWarning,
                                      SampleMixingWarning, SequenceFirstWarning, TrainingModeWarning,
                                      UninitialisedStateWarning, UnprovenPlanWarning, plan_pipeline)
@@ -12,7 +12,7 @@ from placement.torch.relays import RelayWarning
 from placement.torch.repeated_reads import RepeatedReadWarning
 from placement.torch.schedules import AccumulatedGradientWarning
 
-__all__ = ["AccumulatedGradientWarning", "CustomGradientWarning", "ForwardHookWarning", "OutputBatchWarning",
-           "PipelinePlan", "RandomStateWarning", "RelayWarning", "RepeatedReadWarning", "SampleMixingWarning",
-           "SequenceFirstWarning", "TrainingModeWarning", "UninitialisedStateWarning", "UnprovenPlanWarning",
-           "plan_pipeline"]
+__all__ = ["AccumulatedGradientWarning", "CustomGradientWarning", "ForwardHookWarning", "ImportedForwardHookWarning",
+           "OutputBatchWarning", "PipelinePlan", "RandomStateWarning", "RelayWarning", "RepeatedReadWarning",
+           "SampleMixingWarning", "SequenceFirstWarning", "TrainingModeWarning", "UninitialisedStateWarning",
+           "UnprovenPlanWarning", "plan_pipeline"]

@@ -775,7 +775,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.io.torch_export import check_forward_takes, check_module, import_torch, require_torch
     from placement.problem.instance import NodeFitsNoDeviceError
     from placement.torch.devices import parse_devices
-    from placement.torch.forward_hooks import ForwardHookWarning, forward_hook_note, forward_hooks
+    from placement.torch.forward_hooks import (ForwardHookWarning, ImportedForwardHookWarning, forward_hook_note,
+                                               forward_hooks)
     from placement.torch.partition import (batch_outputs, canonical_names, check_program_outputs,
                                            outputs_following_batch, partition, user_outputs)
     from placement.torch.relays import RelayWarning, relay_note, stage_transfers
@@ -829,6 +830,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
                 custom_gradients(model) if training else contextlib.nullcontext([])) as gradients, \
                 warnings.catch_warnings():
             warnings.simplefilter("ignore", GraphModuleNameWarning)   # refused below, by check_state_names
+            warnings.simplefilter("ignore", ImportedForwardHookWarning)   # warned of below, of the stages
             imported = import_torch(model, args, kwargs, platform=platform, training=training,
                                     granularity=granularity)
     except InvalidParameterError as exc:
