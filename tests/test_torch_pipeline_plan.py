@@ -1894,6 +1894,45 @@ def test_stage_zero_called_with_other_inputs_than_planned_gives_the_typed_error(
         assert (error.value.parameter, str(error.value)) == (parameter, expected.format(parameter, got))
 
 
+class Residual(nn.Module):
+    """A linear whose output is read by the layer after it and by the residual add after that: two values cross a
+    boundary placed after it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b, self.c = nn.Linear(8, 16), nn.Linear(16, 16), nn.Linear(16, 2)
+
+    def forward(self, x):
+        h = self.a(x)
+        return self.c(torch.relu(self.b(h)) + h)
+
+
+def test_a_later_stage_given_the_tuple_of_outputs_as_one_argument_gives_the_typed_error():
+    """Stage 0 returns a tuple; a stage given it as one argument, not unpacked, failed with "AttributeError: 'tuple'
+    object has no attribute 'view_as'" from inside its program. It names the tensors it takes, in order."""
+    x = torch.randn(4, 8)
+    pp = plan_pipeline(mlp(), (x,), devices="epyc-7763:2", stages=2, microbatches=2)
+    first, second = pp.stage_module(0), pp.stage_module(1)
+    sent = first(x)
+    assert isinstance(sent, tuple) and len(sent) == 1
+    for given, kind in ((sent, "tuple"), (list(sent), "list"), (None, "NoneType")):
+        with pytest.raises(placement.InvalidParameterError) as error:
+            second(given)
+        assert (error.value.parameter, str(error.value)) == ("args", (
+            "args of stage 1 must be the 1 tensor that stage 0 returns ('linear_1'), each an argument of its own; "
+            f"got a {kind} for 'linear_1' (unpack the tuple of stage 0's outputs: module(*outputs))"))
+    torch.testing.assert_close(second(*sent), mlp()(x))
+    pp = plan_pipeline(Residual(), (x,), devices="epyc-7763:2", stages=2, microbatches=2)
+    sent = pp.stage_module(0)(x)
+    with pytest.raises(placement.InvalidParameterError) as error:
+        pp.stage_module(1)(list(sent), sent[1])
+    assert str(error.value) == (
+        "args of stage 1 must be the 2 tensors that stage 0 returns, in its order ('linear', 'linear_1'), each an "
+        "argument of its own; got a list for 'linear' (unpack the tuple of stage 0's outputs: module(*outputs))")
+    torch.testing.assert_close(pp.stage_module(1)(*sent), Residual()(x))
+
+
 def test_build_stage_needs_a_group_of_one_rank_per_stage(tmp_path, monkeypatch):
     """Torch's PipelineStage refuses a group larger than the number of stages with a RuntimeError of its
     own: a 2-stage plan run by 3 processes on the default group failed there. One process, its group's

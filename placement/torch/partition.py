@@ -657,6 +657,23 @@ def check_no_autocast(stage: int) -> None:
                                             "precision it is to run in (model.to(torch.bfloat16))")
 
 
+def check_received(stage: int, names: tuple[str, ...], *values: Any) -> None:
+    """The first thing a stage after the first runs: refuse values that are not the tensors stage ``stage - 1``
+    sends (named ``names``, in order), such as the tuple of its outputs given as one argument, which failed inside
+    the program with an ``AttributeError``; then :func:`check_no_autocast`."""
+    import torch
+
+    for name, value in zip(names, values):
+        if not isinstance(value, torch.Tensor):
+            count = f"{len(names)} tensor{'' if len(names) == 1 else 's'}"
+            order = ", in its order" if len(names) > 1 else ""
+            raise InvalidParameterError("args", f"of stage {stage} must be the {count} that stage {stage - 1} returns"
+                                                f"{order} ({', '.join(map(repr, names))}), each an argument of its "
+                                                f"own; got a {type(value).__name__} for {name!r} (unpack the tuple of "
+                                                f"stage {stage - 1}'s outputs: module(*outputs))")
+    check_no_autocast(stage)
+
+
 def check_call(positional: int, keywords: tuple[str, ...], module: Any, args: tuple, kwargs: dict) -> None:
     """A forward pre-hook of stage 0: refuse a call whose inputs are not those the program was exported
     with (``positional`` positional ones and the keyword inputs ``keywords``), which Python refused with a
@@ -813,7 +830,11 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
         received[value] = graph.placeholder(value.name)
         received[value].meta = dict(value.meta)
         env[value] = received[value]
-    graph.call_function(check_no_autocast, (s,))
+    if s == 0:   # its inputs are checked below, against the model's
+        graph.call_function(check_no_autocast, (s,))
+    else:
+        graph.call_function(check_received, (s, tuple(str(received[v].target) for v in stage.inputs),
+                                             *(received[v] for v in stage.inputs)))
     for value in stage.inputs:
         example = value.meta.get("val")
         if s > 0 and isinstance(example, torch.Tensor) and example.is_floating_point():
