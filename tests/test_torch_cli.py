@@ -514,6 +514,23 @@ def unknown_keyword():
     return (*tiny_mlp(), {"mask": torch.randn(3, 4)})
 
 
+class Scaled(nn.Module):
+    """A linear whose output is multiplied by a number forward is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 2)
+
+    def forward(self, x, scale):
+        return self.linear(x) * scale
+
+
+def number_positional():
+    """Factory: :class:`Scaled` given its number positionally, which pipeline stages refuse."""
+    torch.manual_seed(0)
+    return Scaled(), (torch.randn(3, 4), 0.5)
+
+
 def not_a_module():
     return "model", (torch.randn(2, 2),)
 
@@ -551,6 +568,11 @@ def no_samples():
     (["import", "tests.test_torch_cli:unknown_keyword", "--out", "x.json"],
      "error: tests.test_torch_cli:unknown_keyword(): the example kwargs holds the keyword 'mask', which "
      "Sequential.forward does not take (its keyword parameters: 'input')"),
+    # a number given positionally was imported, and the split-spec and pipe-split forms printed for torch's
+    # pipeline(), whose stages refuse it at the first step, as plan_pipeline refuses it
+    (["import", "tests.test_torch_cli:number_positional", "--out", "x.json"],
+     "error: tests.test_torch_cli:number_positional(): the example args must hold tensors only, but args[1] is a "
+     "float: pipeline stages take tensors as positional inputs; pass it by keyword, in kwargs"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--devices", "tpu"],
      "error: --devices must name a device of the catalogue (a100, a100-40gb, epyc-7763, h100, v100), not 'tpu'"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--devices", "a100", "h100"],

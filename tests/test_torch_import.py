@@ -318,6 +318,27 @@ def test_export_failures_and_bad_arguments_are_one_line_errors():
         group_ops(import_module(*mlp()), "operator", module_depth=1)
 
 
+def test_a_positional_input_that_is_no_tensor_is_refused_as_plan_pipeline_refuses_it():
+    """A number given positionally was imported, and its plans split for torch's pipeline(), whose stages take
+    tensors as positional inputs and refuse it at the first step; plan_pipeline refused it. Both refuse it alike,
+    before the export; by keyword it is imported."""
+    from placement.torch import plan_pipeline
+    from tests.test_torch_cli import Scaled
+
+    x = torch.randn(3, 4)
+    platform = make_platform("h100", "epyc-7763", 2, 0)
+    for value, kind in ((0.5, "float"), (None, "NoneType")):
+        with pytest.raises(InvalidParameterError) as imported:
+            import_torch(Scaled(), (x, value), platform=platform)
+        with pytest.raises(InvalidParameterError) as planned:
+            plan_pipeline(Scaled(), (x, value), devices="h100:2")
+        for err in (imported, planned):
+            assert (err.value.parameter, str(err.value)) == ("args", (
+                f"args must hold tensors only, but args[1] is a {kind}: pipeline stages take tensors as positional "
+                "inputs; pass it by keyword, in kwargs"))
+    assert len(import_torch(Scaled(), (x,), {"scale": 0.5}, platform=platform).problem.nodes) == 2
+
+
 def test_a_blank_or_non_text_model_name_is_refused_before_the_export():
     # import_torch(name="") named the instance after the model's class, as if no name had been given
     model, args = mlp()

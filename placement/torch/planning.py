@@ -772,7 +772,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.io.module_names import GraphModuleNameWarning, check_state_names
     from placement.io.opgraph import backward_values
     from placement.io.tarnawski import parse_instance
-    from placement.io.torch_export import check_forward_takes, check_module, import_torch, require_torch
+    from placement.io.torch_export import (check_forward_takes, check_module, check_tensor_args, import_torch,
+                                          require_torch)
     from placement.problem.instance import NodeFitsNoDeviceError
     from placement.torch.devices import parse_devices
     from placement.torch.forward_hooks import (ForwardHookWarning, ImportedForwardHookWarning, forward_hook_note,
@@ -792,11 +793,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     if not isinstance(args, (tuple, list)):
         raise InvalidParameterError("args", f"must be a tuple of the model's positional inputs (one micro-batch), "
                                             f"not {type(args).__name__}; for one input write (x,)")
-    for k, value in enumerate(args):
-        if not isinstance(value, torch.Tensor):   # torch's stages refuse them at the first step
-            raise InvalidParameterError("args", f"must hold tensors only, but args[{k}] is a {type(value).__name__}: "
-                                                "pipeline stages take tensors as positional inputs; pass it by "
-                                                "keyword, in kwargs")
+    check_tensor_args(args)   # torch's stages refuse others at the first step
     if args and all(value.numel() == 0 for value in args):   # every cost would be that of no samples
         raise InvalidParameterError("args", f"must be one micro-batch of samples, but they hold no elements "
                                             f"(shapes {', '.join(str(tuple(v.shape)) for v in args)})")
