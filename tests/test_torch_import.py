@@ -339,6 +339,22 @@ def test_a_positional_input_that_is_no_tensor_is_refused_as_plan_pipeline_refuse
     assert len(import_torch(Scaled(), (x,), {"scale": 0.5}, platform=platform).problem.nodes) == 2
 
 
+def test_example_inputs_given_as_one_tensor_are_refused_as_plan_pipeline_refuses_them():
+    """A tensor given as args, not in a tuple, was read as its rows: 'args holds 3 positional inputs, but
+    Linear.forward takes at most 1', where plan_pipeline says what to write."""
+    from placement.torch import plan_pipeline
+
+    x = torch.randn(3, 4)
+    with pytest.raises(InvalidParameterError) as imported:
+        import_torch(nn.Linear(4, 2), x, platform=make_platform("h100", "epyc-7763", 2, 0))
+    with pytest.raises(InvalidParameterError) as planned:
+        plan_pipeline(nn.Linear(4, 2), x, devices="h100:2")
+    for err in (imported, planned):
+        assert (err.value.parameter, str(err.value)) == ("args", (
+            "args must be a tuple of the model's positional inputs (one micro-batch), not Tensor; for one input "
+            "write (x,)"))
+
+
 def test_a_blank_or_non_text_model_name_is_refused_before_the_export():
     # import_torch(name="") named the instance after the model's class, as if no name had been given
     model, args = mlp()

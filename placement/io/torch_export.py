@@ -278,11 +278,14 @@ def model_name(name: Any, model: Any) -> str:
 
 
 def check_tensor_args(args: Sequence[Any]) -> None:
-    """Refuse positional example inputs that are not tensors (a number, None), about ``args``: the stages of
-    :func:`placement.torch.plan_pipeline` and of ``torch.distributed.pipelining.pipeline()`` (the split-spec and
-    pipe-split forms of an import's plans) take tensors as positional inputs, and torch's refuse others at the
-    first step; other values go in ``kwargs``."""
+    """Refuse positional example inputs that are no tuple (or list), or that are not tensors (a number, None), about
+    ``args``: the stages of :func:`placement.torch.plan_pipeline` and of ``torch.distributed.pipelining.pipeline()``
+    (the split-spec and pipe-split forms of an import's plans) take tensors as positional inputs, and torch's refuse
+    others at the first step; other values go in ``kwargs``."""
     torch = require_torch()
+    if not isinstance(args, (tuple, list)):
+        raise InvalidParameterError("args", f"must be a tuple of the model's positional inputs (one micro-batch), "
+                                            f"not {type(args).__name__}; for one input write (x,)")
     for k, value in enumerate(args):
         if not isinstance(value, torch.Tensor):
             raise InvalidParameterError("args", f"must hold tensors only, but args[{k}] is a {type(value).__name__}: "
@@ -1499,8 +1502,7 @@ def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *,
     check_grouping(granularity, module_depth)   # before the export (seconds)
     check_module(model)
     label = model_name(name, model)
-    if isinstance(args, (tuple, list)):   # another is left to the export
-        check_tensor_args(args)
+    check_tensor_args(args)
     check_forward_takes(model, args, kwargs)   # before module_calls hooks every module
     hooks = forward_hooks(model)   # the model's own: before module_calls hooks every module
     with module_calls(model) as called:

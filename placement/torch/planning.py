@@ -790,10 +790,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
 
     torch = require_torch()
     check_module(model)
-    if not isinstance(args, (tuple, list)):
-        raise InvalidParameterError("args", f"must be a tuple of the model's positional inputs (one micro-batch), "
-                                            f"not {type(args).__name__}; for one input write (x,)")
-    check_tensor_args(args)   # torch's stages refuse others at the first step
+    check_tensor_args(args)   # a tuple of tensors: torch's stages refuse others at the first step
     if args and all(value.numel() == 0 for value in args):   # every cost would be that of no samples
         raise InvalidParameterError("args", f"must be one micro-batch of samples, but they hold no elements "
                                             f"(shapes {', '.join(str(tuple(v.shape)) for v in args)})")
