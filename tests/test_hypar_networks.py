@@ -105,6 +105,14 @@ def _error(doc) -> str:
      "layer 1 (d): takes 2x4x1 (8 elements) per sample but layer 0 (c) gives 2x2x2 (8 elements)"),
     ({"layers": [{"name": "a", "type": "fc", "in": 2, "out": 3, "kernel": 3}]},
      "layer 0 (a): an fc layer has no kernel (got 3)"),
+    # a kernel past the input padded by its own size on each side: 20 x 99999^2 weights of which at most
+    # 55^2 per filter ever meet the input; it was planned
+    ({"layers": [{"name": "c", "type": "conv", "in": [1, 28, 28], "out": [20, 12, 12], "kernel": 99999}]},
+     "layer 0 (c): field 'kernel' is 99999, larger than its input (field 'in': 28x28) padded on each side by as "
+     "much again (84x84); a kernel's side may be at most three times the input's height and width"),
+    ({"layers": [{"name": "c", "type": "conv", "in": [1, 28, 2], "out": [1, 1, 1], "kernel": 7}]},
+     "layer 0 (c): field 'kernel' is 7, larger than its input (field 'in': 28x2) padded on each side by as "
+     "much again (84x6); a kernel's side may be at most three times the input's height and width"),
     # a blank name labels nothing; a misspelt field would be read as missing (kernel 1, or no layers)
     ({"layers": [{"name": "  ", "type": "fc", "in": 2, "out": 3}]}, "layer 0: field 'name' must be a non-blank string"),
     ({"layers": [{"name": "c", "type": "conv", "in": [1, 4, 4], "out": [2, 2, 2], "kernal": 3}]},
@@ -140,6 +148,15 @@ def test_file_errors_name_the_file(tmp_path):
     with pytest.raises(InvalidInstanceError, match=r"unknown network 'vgg-z': no such file, and no bundled network of "
                                             r"that name \(bundled: cifar-c, lenet-c, sfc, vgg-a"):
         load_network("vgg-z")
+
+
+def test_a_kernel_up_to_three_times_its_input_is_read():
+    """A 3x3 kernel on a 1x1 input (padding 1, as in a ResNet's last stage on a small image) is a layer of 9
+    weights per filter pair; a kernel of the input's size or of three times it is read too."""
+    for kernel, side in ((3, 1), (7, 7), (6, 2)):
+        network = parse_network({"layers": [{"name": "c", "type": "conv", "in": [2, side, side],
+                                              "out": [4, 1, 1], "kernel": kernel}]})
+        assert network.parameters == 2 * 4 * kernel * kernel
 
 
 def test_a_shape_given_as_a_list_matches_the_same_shape_as_a_tuple():

@@ -11,6 +11,10 @@ tensor ``T``:
   side ``K``: ``A(F_l) = B·C_in·H_in·W_in``, ``A(F_{l+1}) = B·C_out·H_out·W_out``,
   ``A(W_l) = C_in·C_out·K²``. The output shape is taken *after* any pooling that follows the
   layer: it is the next weighted layer's input.
+  A kernel's side is at most three times the input's height and width (``K <= 3·min(H_in, W_in)``: it
+  fits the input padded on each side by as much again, as a 3x3 kernel with padding 1 fits a 1x1 input);
+  a larger one is refused, as a mistake: even with the input padded by half the kernel on each side
+  ("same" padding), most of its weights would never meet an input element.
 
 Biases, pooling and activation layers carry no weights of this model and are not layers here.
 
@@ -152,6 +156,12 @@ def validate_network(network: Network) -> None:
                                            "2^53 a layer may hold")
         if layer.kind == "fc" and layer.kernel != 1:
             raise InvalidInstanceError(f"{where}: an fc layer has no kernel (got {layer.kernel})")
+        if layer.kind == "conv" and layer.kernel > 3 * min(layer.in_shape[1:]):
+            padded = "x".join(str(3 * d) for d in layer.in_shape[1:])
+            raise InvalidInstanceError(f"{where}: field 'kernel' is {layer.kernel}, larger than its input (field 'in': "
+                                       f"{'x'.join(map(str, layer.in_shape[1:]))}) padded on each side by as much "
+                                       f"again ({padded}); a kernel's side may be at most three times the input's "
+                                       "height and width")
         if k > 0:
             prev = network.layers[k - 1]
             given, taken = math.prod(prev.out_shape), math.prod(layer.in_shape)
