@@ -94,6 +94,29 @@ def test_device_overrides_hold_a_file_its_own_devices_cannot(tmp_path, capsys):
     assert "time per sample 7.5" in capsys.readouterr().out
 
 
+def test_a_memory_of_negative_zero_prints_as_zero(tmp_path, capsys):
+    """``maxSizePerFPGA: -0.0`` is a memory of 0 bytes: messages and tables print it as 0, not as "-0"."""
+    from placement.problem.instance import format_number
+    from placement.report.table import cell
+
+    assert [format_number(-0.0), cell(-0.0), format_number(0.0), cell(0.0)] == ["0", "0", "0", "0"]
+    document = json.loads(Path(CHAIN4).read_text())
+    document.update(maxSizePerFPGA=-0.0, maxCPUs=0)
+    path = tmp_path / "zero.json"
+    path.write_text(json.dumps(document))
+    assert main(["solve", str(path), "--quiet"]) == 2
+    assert capsys.readouterr().err == (f"error: {path}: node 1 ('a') fits no device: needs 1 bytes, accelerator memory "
+                                       "is 0; no cpu devices\n")
+    for node in document["nodes"]:
+        node["size"] = 0
+    path.write_text(json.dumps(document))
+    assert main(["solve", str(path), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "0/0" in out and "-0" not in out
+    assert main(["info", str(path)]) == 0
+    assert "memory 0 bytes each" in capsys.readouterr().out
+
+
 def test_infeasible_exits_1_and_says_so(tmp_path, capsys):
     out = tmp_path / "plan.json"
     assert main(["solve", MEMORY_CHAIN, "--cpus", "0", "--quiet", "--out", str(out), "--json"]) == 1

@@ -47,10 +47,10 @@ def printable(text: str) -> str:
 
 
 def cell(x: float | None) -> str:
-    """A number for a table cell: six significant digits, ``inf``, or ``-`` for none."""
+    """A number for a table cell: six significant digits, ``inf``, or ``-`` for none (a negative zero is 0)."""
     if x is None:
         return "-"
-    return "inf" if math.isinf(x) else f"{x:.6g}"
+    return "inf" if math.isinf(x) else f"{x + 0 if x == 0 else x:.6g}"
 
 
 def percent(share: float, decimals: int = 1) -> str:
