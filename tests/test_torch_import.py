@@ -1069,26 +1069,66 @@ def test_every_interpolation_is_pointwise_and_a_pixel_shuffle_a_copy():
     assert graph.unknown == ()
 
 
-def test_a_catalogued_device_too_slow_for_the_float_range_is_refused_in_one_line(tmp_path):
-    """A memory bandwidth (or link) of 1e-320 bytes/s makes the roofline times infinite: the import raised
-    OverflowError from its rounding; now the instance's check names the field and where the times come
-    from. A size error is not told to look at the devices."""
-    import json
+def _refused_import(tmp_path, **figures) -> str:
+    """The message of importing the MLP on a copy of the bundled H100 with ``figures`` changed, read from a
+    catalogue file of its own."""
+    from importlib.resources import files
 
     from placement.errors import InvalidInstanceError
 
-    model, args = mlp()
-    from importlib.resources import files
-
     bundled = json.loads(files("placement.costmodel").joinpath("devices.json").read_text(encoding="utf-8"))
-    slow = {**bundled["devices"]["h100"], "memory_bandwidth": 1e-320}
     path = tmp_path / "slow.json"
-    path.write_text(json.dumps({"devices": {"slow-gpu": slow}}))
+    path.write_text(json.dumps({"devices": {"slow-gpu": {**bundled["devices"]["h100"], **figures}}}))
+    model, args = mlp()
     with pytest.raises(InvalidInstanceError) as raised:
         import_torch(model, args, platform=make_platform("slow-gpu", accelerators=2, catalogues=[path]))
-    assert str(raised.value) == ("node 0: field 'fpgaLatency' is infinite (times from the roofline of accelerator "
-                                 "'slow-gpu' and CPU 'epyc-7763', transfer costs from the link's bandwidth; check "
-                                 "their peak_flops, memory_bandwidth and links)")
+    return str(raised.value).replace(str(path), "SLOW")
+
+
+@pytest.mark.parametrize("figures, part", [
+    ({"memory_bandwidth": 1e-320}, "memory_bandwidth, 1e-320 bytes/s"),
+    ({"op_overhead": 1e308}, "op_overhead, 1e+308 s per kernel"),
+])
+def test_a_catalogued_device_too_slow_for_the_float_range_is_refused_naming_its_catalogue_and_field(
+        tmp_path, figures, part):
+    """A memory bandwidth of 1e-320 bytes/s or an op_overhead of 1e308 s makes the roofline times infinite: the
+    import raised OverflowError from its rounding, then named the devices but neither the catalogue file they
+    come from nor the field (op_overhead was not among those it told to check); now the instance's check names
+    the field, the device, its catalogue and the figure most of the times come from."""
+    assert _refused_import(tmp_path, **figures) == (
+        "node 0: field 'fpgaLatency' is infinite (times on accelerator 'slow-gpu' come from its roofline in catalogue "
+        f"SLOW, most of them from its {part}; check its peak_flops, memory_bandwidth and op_overhead)")
+
+
+def test_a_peak_so_small_that_the_times_pass_the_largest_total_names_the_peak(tmp_path):
+    assert _refused_import(tmp_path, peak_flops={"fp32": 1e-300}) == (
+        "node 0: time on accelerator 1.9200000156260187e+305 takes the graph's total time on accelerator above "
+        "1e+100, the most a total of times, costs or sizes may be (times on accelerator 'slow-gpu' come from its roofline in catalogue "
+        "SLOW, most of them from its peak_flops fp32, 1e-300 FLOP/s; check its peak_flops, memory_bandwidth and "
+        "op_overhead)")
+
+
+def test_a_link_too_slow_for_the_float_range_names_the_link_and_its_catalogue(tmp_path):
+    message = _refused_import(tmp_path, links={"pcie": 1e-320}, default_link="pcie")
+    assert message.endswith("(transfer costs come from link 'pcie' of accelerator 'slow-gpu' in catalogue SLOW, "
+                            "1e-320 bytes/s; check its links)"), message
+
+
+def test_a_refused_figure_on_the_cpu_or_of_no_one_device_names_what_it_comes_from():
+    from placement.costmodel.roofline import bundled_catalogue
+    from placement.io.time_faults import figures_at_fault
+
+    graph = import_module(*mlp())
+    platform = make_platform("h100", accelerators=2, cpus=1)
+    bundled = bundled_catalogue()["h100"].catalogue
+    assert bundled.endswith("devices.json")
+    assert figures_at_fault("node 3: field 'cpuWeightLatency' is infinite", graph, platform) == (
+        f"times on cpu 'epyc-7763' come from its roofline in catalogue {bundled}, most of them from its op_overhead, "
+        "3e-05 s per kernel; check its peak_flops, memory_bandwidth and op_overhead")
+    assert figures_at_fault("the graph's times are refused", graph, platform) == (
+        f"times from the roofline of accelerator 'h100' in catalogue {bundled} and CPU 'epyc-7763' in catalogue "
+        f"{bundled}, transfer costs from its link 'pcie'; check their peak_flops, memory_bandwidth, op_overhead and "
+        "links")
 
 
 def _grouped_mm_fallback_op():

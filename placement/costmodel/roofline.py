@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
@@ -89,6 +89,8 @@ class DeviceSpec:
     default_link: str | None = None
     sources: tuple[str, ...] = ()
     op_overhead: float = 0.0
+    #: the catalogue file the entry was read from ("" where it was not read from a file)
+    catalogue: str = field(default="", compare=False)
 
     def peak(self, dtype: str) -> float:
         """Peak FLOP/s for ``dtype``; an :class:`InvalidParameterError` if the device has none."""
@@ -236,12 +238,13 @@ def parse_catalogue(data: Any) -> dict[str, DeviceSpec]:
 
 
 def read_catalogue(path: str | Path) -> dict[str, DeviceSpec]:
-    """Read a catalogue file; errors name the file."""
+    """Read a catalogue file; errors name the file, and so does each device's ``catalogue``."""
     data = load_json(path, InvalidInstanceError)
     try:
-        return parse_catalogue(data)
+        devices = parse_catalogue(data)
     except InvalidInstanceError as exc:
         raise InvalidInstanceError(f"{path}: {exc}") from None
+    return {device_id: replace(spec, catalogue=str(path)) for device_id, spec in devices.items()}
 
 
 def bundled_catalogue() -> dict[str, DeviceSpec]:

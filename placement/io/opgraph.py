@@ -912,6 +912,7 @@ def build(pg: PlacementGraph, platform: Platform, training: bool = False, name: 
     record every node's operator shapes; ``parameter_names``: the name a shared parameter is recorded
     by, for each of the graph's names; :func:`to_instance`)."""
     from placement.errors import InvalidInstanceError
+    from placement.io.time_faults import figures_at_fault
     from placement.problem.instance import NodeFitsNoDeviceError
 
     training, operators = check_options(platform, training, operators)
@@ -924,7 +925,5 @@ def build(pg: PlacementGraph, platform: Platform, training: bool = False, name: 
         peaks = not isinstance(exc, NodeFitsNoDeviceError)
         if not peaks or not any(word in str(exc) for word in ("Latency", "cost", "time")):
             raise
-        raise InvalidInstanceError(f"{exc} (times from the roofline of accelerator {platform.accelerator.id!r} and "
-                                   f"CPU {platform.cpu.id!r}, transfer costs from the link's bandwidth; check their "
-                                   "peak_flops, memory_bandwidth and links)") from None
+        raise InvalidInstanceError(f"{exc} ({figures_at_fault(str(exc), pg.graph, platform)})") from None
     return ImportedModel(pg, instance, problem, source)
