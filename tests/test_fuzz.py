@@ -174,7 +174,7 @@ def _sites() -> list[tuple[str, Any, tuple, list]]:
     add("instance", INSTANCE, ("nodes", 0, "name"), [[], {}, True, 1.5])
     add("split", INSTANCE, ("nodes", 0, "module"), [None, 1, [], {}])
     add("split", INSTANCE, ("nodes", 0, "ops"), [None, "linear", 1, [1], {}])
-    add("split", INSTANCE, ("nodes", 0, "starts"), ["m1", 1, [None], {}])
+    add("split", INSTANCE, ("nodes", 0, "starts"), ["m1", 1, [None], {}, ["x"]])   # ["x"]: without its module m1
     add("split", changed(INSTANCE, ("nodes", 2, "isBackwardNode"), 1), ("nodes", 2, "forward"), [None, "2", [2], 1.5])
     for key in ("sourceId", "destId"):
         add("instance", INSTANCE, ("edges", 0, key), BAD_IDS + [None, 99])

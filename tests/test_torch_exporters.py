@@ -184,8 +184,8 @@ def test_megatron_refuses_models_without_one_stack_of_blocks():
         megatron_layout(two, plan(range(0, 6), range(6, 12)))
     unlike = layout([*block("h", 0), ("h.1.ff", "h.1.ff", ("h.1", "h.1.ff"))])  # h.1 has other submodules
     assert block_stacks(unlike) == {}
-    cut = layout([("embed", "embed", ("embed",)), ("h.0", "h.0", ("h", "h.0", "h.0.attn")),
-                  ("h", "h", ("h.1", "h.1.attn")), ("head", "head", ("head",))])
+    cut = layout([("embed", "embed", ("embed",)), ("h.0", "h.0", ("h.0", "h.0.attn")),
+                  ("h", "h", ("h", "h.1", "h.1.attn")), ("head", "head", ("head",))])
     with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: the model has "
                                                     "node 'h' holding block h.1 with other modules; import with a "
                                                     "deeper module_depth$"):
@@ -348,6 +348,41 @@ def test_module_metadata_of_the_wrong_type_is_refused(field, value, message):
     node = {"id": 0, "name": "a", "isBackwardNode": False, "module": "a", "starts": ["a"], "ops": ["op0"]}
     with pytest.raises(InvalidInstanceError, match=f"^{re.escape(message)}$"):
         layout_from_instance({"nodes": [{**node, field: value}]})
+
+
+def test_starts_that_leave_out_the_nodes_own_module_are_refused(tmp_path, capsys):
+    """A node at which modules' calls begin begins its own module's call (its first operator's innermost module,
+    or the one its path is cut to): ``starts`` lists that module where it is called once, ``repeats`` names it
+    where it is called more often. GPT-2's node 54 with ``starts`` ["x"] was split at a module the model lacks,
+    ``{"x": "BEGINNING"}``, exit 0."""
+    import json
+    from pathlib import Path
+
+    from placement.cli import main
+
+    path = Path(__file__).resolve().parents[1] / "instances" / "models" / "gpt2-inference.json"
+    data = json.loads(path.read_text())
+    assert data["nodes"][54]["starts"] == ["transformer.h.4", "transformer.h.4.ln_1"]
+    data["nodes"][54]["starts"] = ["x"]
+    message = ("node 54: field 'starts' is ['x'], without the node's own module 'transformer.h.4.ln_1' (field "
+               "'module'): modules' calls that begin at a node begin with its module's, which 'starts' lists where "
+               "it is called once ('repeats' where more often)")
+    with pytest.raises(InvalidInstanceError, match=f"^{re.escape(message)}$"):
+        layout_from_instance(data)
+    instance, plan_file = tmp_path / "gpt2.json", tmp_path / "plan.json"
+    instance.write_text(json.dumps(data))
+    forward = [node["id"] for node in data["nodes"] if not node["isBackwardNode"]]
+    plan_file.write_text(json.dumps({"fpgas": [{"nodes": forward[:54]}, {"nodes": forward[54:]}], "cpus": []}))
+    assert main(["split", str(instance), str(plan_file)]) == 2
+    assert capsys.readouterr().err == f"error: {instance}: {message}\n"
+
+
+def test_starts_without_the_nodes_module_are_read_where_its_call_repeats():
+    """A node whose module is called more than once (a shared layer) begins that module's call without listing
+    it in ``starts``: the module is in ``repeats``, and ``starts`` holds the modules called once that enclose it."""
+    data = {"nodes": [{"id": 0, "name": "head", "isBackwardNode": False, "module": "head",
+                       "starts": ["blocks", "blocks.0"], "repeats": ["head"], "ops": ["op0"]}]}
+    assert layout_from_instance(data).nodes[0].starts == ("blocks", "blocks.0")
 
 
 @pytest.mark.parametrize("stem, stack", [("bert-base", "bert.encoder.layer"), ("gpt2", "transformer.h"),

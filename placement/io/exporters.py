@@ -2,8 +2,9 @@
 
 An instance made by the importers (:func:`placement.io.torch_export.import_torch`,
 :func:`placement.io.onnx_import.import_onnx`) records, per forward node, the module it
-belongs to, the modules called once whose call begins at it (``starts``) and the program's
-operators it holds (``ops``); node ids follow program order.
+belongs to, the modules called once whose call begins at it (``starts``, which hold the node's own module
+wherever they hold any, unless that module is called more than once: its ``repeats`` then name it) and the
+program's operators it holds (``ops``); node ids follow program order.
 A plan in ``stages`` contiguity lists its devices in pipeline order. The *stages* of a plan
 are the forward nodes of its devices, in that order (backward nodes go with their forward
 mates). Each hand-off form (:data:`FORMATS`) exists only for some plans:
@@ -142,6 +143,7 @@ def layout_from_instance(data: Any) -> Layout:
             raise InvalidInstanceError(f"node {raw['id']} has no module metadata; "
                                        "only instances made by the model importers can be exported")
         _check_strings(raw, raw["id"])
+        _check_starts(raw, raw["id"])
         name = raw.get("name")   # missing or null: the id, as the instance loader names it
         forward.append(LayoutNode(raw["id"], str(raw["id"] if name is None else name), raw["module"],
                                   tuple(raw.get("starts", ())), tuple(raw["ops"]), tuple(raw.get("inputs", ())),
@@ -217,6 +219,21 @@ def _check_strings(raw: dict, node_id: int) -> None:
         value = raw.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise InvalidInstanceError(f"node {node_id}: field {key!r} must be an array of strings")
+
+
+def _check_starts(raw: dict, node_id: int) -> None:
+    """A forward node's ``starts`` hold its own ``module`` where they hold anything, unless the module is called
+    more than once (``repeats`` then names it). The modules whose calls begin at an operator are the innermost of
+    its call path, down to its innermost module; a node's first operator begins the call of the node's module
+    (the innermost, or the one the path is cut to) wherever it begins any: a node begins where that module
+    changes. So an entry of ``starts`` the import did not write, which a split would name as a module to
+    split at, is refused where it is not joined by the node's module."""
+    starts = raw.get("starts", [])
+    if starts and raw["module"] not in starts and not raw.get("repeats"):
+        raise InvalidInstanceError(f"node {node_id}: field 'starts' is {starts}, without the node's own module "
+                                   f"{raw['module']!r} (field 'module'): modules' calls that begin at a node begin "
+                                   "with its module's, which 'starts' lists where it is called once ('repeats' "
+                                   "where more often)")
 
 
 def read_layout(path: str | Path | dict, source: str | None = None) -> Layout:
