@@ -12,6 +12,7 @@ import pytest
 import placement
 from placement.problem.bounds import throughput_lower_bound
 from placement.solvers import chain_dp, dp
+from tests.interrupted import result_of_interrupted_solve
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,16 +38,8 @@ def _interrupted(*args, **kwargs):
 
 
 def _result_of_interrupted_solve(instance=STAR, **options):
-    """The Result that ``placement.solve`` raises on in its :class:`placement.Interrupted`; a plain interrupt
-    fails the test (and does not end the test run, as it would if it went on)."""
-    try:
-        placement.solve(instance, **options)
-    except placement.Interrupted as caught:
-        assert isinstance(caught, KeyboardInterrupt)
-        return caught.result
-    except KeyboardInterrupt:   # a failure, not the end of the test run
-        pytest.fail("the interrupt went on without the plan in hand")
-    pytest.fail("the interrupt was lost")
+    """:func:`tests.interrupted.result_of_interrupted_solve`, of the star by default."""
+    return result_of_interrupted_solve(instance, **options)
 
 
 def test_the_instance_s_numbers():

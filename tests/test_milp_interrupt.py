@@ -15,6 +15,7 @@ import pytest
 
 from placement.solvers.milp.backends import RawResult, SolveOptions
 from placement.solvers.milp.interrupt import SearchInterrupted, solve_interruptibly
+from tests.interrupted import result_of_interrupted_solve
 
 ROOT = Path(__file__).resolve().parents[1]
 RESNET = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs" / "LayerGraphs" / "resnet50_inference.json"
@@ -191,14 +192,7 @@ def test_ctrl_c_while_the_model_is_built_carries_the_starting_plan(monkeypatch, 
         monkeypatch.setattr(driver, "prepare", interrupted)
     else:
         monkeypatch.setattr(NoContiguity, "searched_start", interrupted)
-    try:
-        placement.solve(CHAIN, method="milp", contiguity="none", warm_start=warm_start)
-    except placement.Interrupted as caught:
-        result = caught.result
-    except KeyboardInterrupt:   # a failure, not the end of the test run
-        pytest.fail("the interrupt went on without the plan in hand")
-    else:
-        pytest.fail("the interrupt was lost")
+    result = result_of_interrupted_solve(CHAIN, method="milp", contiguity="none", warm_start=warm_start)
     assert (result.status, result.value) == (status, value)
     assert result.message.startswith("the search was interrupted before it started")
     if warm_start:
@@ -238,14 +232,7 @@ def test_ctrl_c_in_the_latency_start_or_model_carries_the_plan_in_hand(monkeypat
         monkeypatch.setattr(entry, "moved_to_cpus", interrupted)
     else:
         monkeypatch.setattr(latency, "prepare_latency" if where == "build" else "module_chain", interrupted)
-    try:
-        placement.solve(FORK, objective="latency", method="milp")
-    except placement.Interrupted as caught:
-        result = caught.result
-    except KeyboardInterrupt:   # a failure, not the end of the test run
-        pytest.fail("the interrupt went on without the plan in hand")
-    else:
-        pytest.fail("the interrupt was lost")
+    result = result_of_interrupted_solve(FORK, objective="latency", method="milp")
     assert (result.method, result.status, result.value) == ("milp", "feasible", in_hand)
     assert result.verified and result.verification.valid and 0 < result.bound < in_hand
     assert result.message.startswith("the search was interrupted before it started")
