@@ -2422,6 +2422,42 @@ def test_custom_autograd_functions_and_gradient_hooks_of_a_training_plan_are_war
         plan_pipeline(Checkpointed(), (x,), devices="h100:2", stages=2, microbatches=2)
 
 
+def test_the_custom_gradient_watch_runs_in_the_models_forward_alone():
+    """The torch function mode that finds custom Functions and gradient hooks is on torch's mode stack only
+    while the model's forward runs (its hooks included), not around the export's own work, nor after a
+    forward that raised; what it finds is the same."""
+    from placement.torch.planning import custom_gradients
+
+    seen = []
+
+    class Probe(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(8, 8)
+
+        def forward(self, x):
+            seen.append(torch._C._len_torch_function_stack())
+            if x.shape[0] == 3:
+                raise ValueError("three")
+            return GradientReversal.apply(self.a(x))
+
+    probe = Probe()
+    probe.register_forward_pre_hook(lambda module, args: seen.append(torch._C._len_torch_function_stack()))
+    with custom_gradients(probe) as found:
+        outside = torch._C._len_torch_function_stack()
+        probe(torch.randn(4, 8))
+        with pytest.raises(ValueError, match="three"):
+            probe(torch.randn(3, 8))
+        after = torch._C._len_torch_function_stack()
+    assert (outside, after, seen) == (0, 0, [1, 1, 1, 1])
+    assert found == [f"Function 'GradientReversal' (module {__name__})"]
+    # torch skips the always-called hooks of a forward that raises while it traces: the stack is as it was after
+    with custom_gradients(probe) as found:
+        with pytest.raises(Exception, match="three"):
+            torch.export.export(probe, (torch.randn(3, 8),))
+    assert torch._C._len_torch_function_stack() == 0
+
+
 class HugeTable(nn.Module):
     """A 64 GB embedding table (2.5e8 rows of 64 fp32) and a small head: no V100 holds the table alone."""
 

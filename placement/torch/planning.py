@@ -122,14 +122,41 @@ def custom_gradients(model: Any) -> Iterator[list[str]]:
     for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
         if tensor._backward_hooks or getattr(tensor, "_post_accumulate_grad_hooks", None):
             note(f"a gradient hook of {name!r} (the stages hold copies of it)")
-    handle = (model.register_forward_hook(lambda module, args, output: read(output))   # what no operator reads
-              if takes_hooks(model) else None)
-    try:
-        with Watch():
+    watch = Watch()
+    if not takes_hooks(model):
+        with watch:
             yield found
+        return
+
+    entered = [0]   # forwards under way
+
+    def enter(module: Any, args: Any) -> None:
+        watch.__enter__()
+        entered[0] += 1
+
+    def leave(module: Any, args: Any, output: Any) -> None:
+        try:
+            read(output)   # what no operator reads
+        finally:
+            watch.__exit__(None, None, None)
+            entered[0] -= 1
+
+    # the mode watches the model's forward alone (its hooks included), not the export's own work before and
+    # after it, nor what runs in the context afterwards: a torch function mode sends every call torch makes
+    # through Python, which made the export of a deep model a third slower
+    depth = torch._C._len_torch_function_stack()
+    handles = [model.register_forward_pre_hook(enter, prepend=True),
+               model.register_forward_hook(leave, always_call=True)]
+    try:
+        yield found
     finally:
-        if handle is not None:
+        for handle in handles:
             handle.remove()
+        if entered[0]:   # a forward that raised while torch traced it skips even the always-called hooks, and
+            # the tracer's own modes, left in turn, took the mode off the stack in their place: what is left
+            # above the stack as it was is theirs
+            while torch._C._len_torch_function_stack() > depth:
+                torch._C._pop_torch_function_stack()
 
 
 def custom_gradient_note(found: list[str]) -> str | None:
