@@ -300,6 +300,25 @@ def test_writes_into_activations_share_a_stage_with_the_readers_they_must_not_pa
     assert grouped(WrittenInput(), torch.randn(2, WIDTH)) == [["linear", "mul_"]]
 
 
+def test_the_import_finds_the_activations_once_for_the_writes_into_them(monkeypatch):
+    """Importing a model walks its activations' aliases once, for both the groups around writes into them and the
+    writes into values another node computes; the groups and pairs are those each finds alone."""
+    from placement.io.torch_export import import_torch
+    from placement.torch import state
+    from placement.torch.devices import parse_devices
+
+    walks = []
+    walk = state._activations
+    monkeypatch.setattr(state, "_activations", lambda *args: walks.append(1) or walk(*args))
+    imported = import_torch(WriteAfterRead(), (torch.randn(32, 64),), platform=parse_devices("h100:2"),
+                            granularity="operator")
+    assert len(walks) == 1
+    program, about = imported.source, imported.instance["about"]
+    groups = state.buffer_readers(imported.graph, state.written_activations(program))
+    assert about["written_activations"] == {name: list(nodes) for name, nodes in groups.items()} != {}
+    assert about.get("in_place_writes", []) == [list(p) for p in state.received_writes(program, imported.graph)]
+
+
 @pytest.mark.parametrize("model, stages, granularity", [(WriteAfterRead, 2, "module"),
                                                         (ViewBeforeWrite, 3, "operator")])
 def test_stages_around_an_activation_written_in_place_compute_the_unsplit_model(model, stages, granularity):

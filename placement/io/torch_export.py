@@ -1533,12 +1533,13 @@ def _with_writes_in_place(imported: ImportedModel, program: Any, names: Mapping[
     stage would send non-contiguous (``about.non_contiguous_reads``). A written parameter or
     buffer goes by its name in ``names`` (a tied tensor by its first name in the model)."""
     from placement.io.tarnawski import parse_instance
-    from placement.torch.state import (in_place_groups, keep_written_buffers_together, non_contiguous_reads,
-                                       received_writes)
+    from placement.torch.state import (activations as activations_of, in_place_groups, keep_written_buffers_together,
+                                       non_contiguous_reads, received_writes)
 
-    readers, activations, views, sparse = in_place_groups(program, imported.graph)
+    found = activations_of(program)
+    readers, activations, views, sparse = in_place_groups(program, imported.graph, found)
     readers = {names.get(target, target): nodes for target, nodes in readers.items()}
-    for field, pairs in (("in_place_writes", received_writes(program, imported.graph)),
+    for field, pairs in (("in_place_writes", received_writes(program, imported.graph, found)),
                          ("non_contiguous_reads", non_contiguous_reads(program, imported.graph))):
         if pairs:
             about = {**imported.instance.get("about", {}), field: [list(pair) for pair in pairs]}

@@ -111,10 +111,19 @@ def _activations(program: Any, nodes: list[Any], position: Mapping[Any, int]) ->
         yield root, aliases, writers, readers
 
 
-def written_activations(program: Any) -> dict[str, set[str]]:
+def activations(program: Any) -> list[tuple[Any, Any, Any, Any]]:
+    """Each activation of the exported ``program`` with its aliases, writers and readers (as
+    :func:`_activations` yields them), found once for :func:`written_activations` and
+    :func:`received_writes`, which otherwise each walk the graph's aliases again."""
+    nodes = list(program.graph.nodes)
+    return list(_activations(program, nodes, {n: i for i, n in enumerate(nodes)}))
+
+
+def written_activations(program: Any, found: list[tuple[Any, Any, Any, Any]] | None = None) -> dict[str, set[str]]:
     """Per activation the exported ``program`` writes in place (named by the operator that computes
     it, or the model input), the names of the operators that must share a stage with a write into it,
-    where two or more must (module docstring). Parameters and buffers are :func:`written_state`'s."""
+    where two or more must (module docstring). Parameters and buffers are :func:`written_state`'s.
+    ``found``: the program's :func:`activations`, where the caller has them."""
     from placement.io.torch_export import is_identity_dropout
     from placement.torch.contiguity import writes_into
 
@@ -142,7 +151,7 @@ def written_activations(program: Any) -> dict[str, set[str]]:
                     stack.append(user)
         return False
 
-    for root, aliases, writers, readers in _activations(program, nodes, position):
+    for root, aliases, writers, readers in found if found is not None else _activations(program, nodes, position):
 
         def made_on_the_way(value: Any) -> list[Any]:
             """The aliases between ``root`` and ``value``, ``value`` included and ``root`` not."""
@@ -261,13 +270,14 @@ def input_storage_reads(program: Any) -> list[tuple[str, str, str]]:
     return found
 
 
-def received_writes(program: Any, pg: Any) -> list[tuple[int, int]]:
+def received_writes(program: Any, pg: Any, found: list[tuple[Any, Any, Any, Any]] | None = None
+                    ) -> list[tuple[int, int]]:
     """The pairs ``(u, v)`` of forward nodes of ``pg`` (imported from ``program``) where an operator of
     ``v`` writes in place into a floating-point activation an operator of ``u`` computes, or into a value
     sharing its memory, ``u != v``. Where ``v`` runs on a later stage than ``u``, a torch pipeline
     stage receives that value as a leaf that requires a gradient (in training), and autograd refuses
     to write into one: ``pipe_split_module`` copies it at the boundary, the split points of the model
-    itself cannot."""
+    itself cannot. ``found``: the program's :func:`activations`, where the caller has them."""
     import torch
 
     from placement.io.torch_export import is_identity_dropout
@@ -276,7 +286,7 @@ def received_writes(program: Any, pg: Any) -> list[tuple[int, int]]:
     position = {n: i for i, n in enumerate(nodes)}
     node_of = {op.name: v for v in range(len(pg.nodes)) for op in pg.node_ops(v)}
     pairs: set[tuple[int, int]] = set()
-    for root, _, writers, _ in _activations(program, nodes, position):
+    for root, _, writers, _ in found if found is not None else _activations(program, nodes, position):
         example = root.meta.get("val")
         if root.op != "call_function" or not (isinstance(example, torch.Tensor) and example.is_floating_point()):
             continue
@@ -401,15 +411,16 @@ def keep_written_buffers_together(instance: Mapping[str, Any], pg: Any, readers:
     return {**instance, "about": about, "nodes": nodes}
 
 
-def in_place_groups(program: Any, pg: Any) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]],
-                                                    dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
+def in_place_groups(program: Any, pg: Any, found: list[tuple[Any, Any, Any, Any]] | None = None
+                    ) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]],
+                               dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
     """The forward nodes of ``pg`` (imported from ``program``) that must share a stage: per parameter
     or buffer the program writes in place, its readers (:func:`written_state`), per activation
     it writes in place, the nodes ordered against the write (:func:`written_activations`), per
     memory read by storage offset and strides, the nodes it comes from and its readers (:func:`storage_views`),
     and per sparse result, the node that makes it and its readers (:func:`sparse_values`), each through
-    :func:`buffer_readers`."""
-    return (buffer_readers(pg, written_state(program)), buffer_readers(pg, written_activations(program)),
+    :func:`buffer_readers`. ``found``: the program's :func:`activations`, where the caller has them."""
+    return (buffer_readers(pg, written_state(program)), buffer_readers(pg, written_activations(program, found)),
             buffer_readers(pg, storage_views(program)), buffer_readers(pg, sparse_values(program)))
 
 
