@@ -1103,8 +1103,8 @@ def test_a_catalogued_device_too_slow_for_the_float_range_is_refused_naming_its_
 def test_a_peak_so_small_that_the_times_pass_the_largest_total_names_the_peak(tmp_path):
     assert _refused_import(tmp_path, peak_flops={"fp32": 1e-300}) == (
         "node 0: time on accelerator 1.9200000156260187e+305 takes the graph's total time on accelerator above "
-        "1e+100, the most a total of times, costs or sizes may be (times on accelerator 'slow-gpu' come from its roofline in catalogue "
-        "SLOW, most of them from its peak_flops fp32, 1e-300 FLOP/s; check its peak_flops, memory_bandwidth and "
+        "1e+100, the most a total of times, costs or sizes may be (times on accelerator 'slow-gpu' come from its "
+        "roofline in catalogue SLOW, most of them from its peak_flops fp32, 1e-300 FLOP/s; check its peak_flops, memory_bandwidth and "
         "op_overhead)")
 
 
