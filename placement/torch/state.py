@@ -151,7 +151,7 @@ def written_activations(program: Any, found: list[tuple[Any, Any, Any, Any]] | N
                     stack.append(user)
         return False
 
-    for root, aliases, writers, readers in found if found is not None else _activations(program, nodes, position):
+    for root, aliases, writers, readers in found if found is not None else activations(program):
 
         def made_on_the_way(value: Any) -> list[Any]:
             """The aliases between ``root`` and ``value``, ``value`` included and ``root`` not."""
@@ -282,11 +282,9 @@ def received_writes(program: Any, pg: Any, found: list[tuple[Any, Any, Any, Any]
 
     from placement.io.torch_export import is_identity_dropout
 
-    nodes = list(program.graph.nodes)
-    position = {n: i for i, n in enumerate(nodes)}
     node_of = {op.name: v for v in range(len(pg.nodes)) for op in pg.node_ops(v)}
     pairs: set[tuple[int, int]] = set()
-    for root, _, writers, _ in found if found is not None else _activations(program, nodes, position):
+    for root, _, writers, _ in found if found is not None else activations(program):
         example = root.meta.get("val")
         if root.op != "call_function" or not (isinstance(example, torch.Tensor) and example.is_floating_point()):
             continue
