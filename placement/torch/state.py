@@ -179,10 +179,12 @@ def written_activations(program: Any, found: list[tuple[Any, Any, Any, Any]] | N
                         for made in {v for b in [a, *written] for v in made_on_the_way(b)}:
                             join(w, made)
     groups: dict[int, set[str]] = {}
+    first: dict[int, int] = {}   # per group its earliest node (the node at position i is nodes[i])
     for i in grouped:
-        groups.setdefault(together.find(i), set()).add(nodes[i].name)
-    return {nodes[min(position[nodes[i]] for i in grouped if together.find(i) == key)].name: names
-            for key, names in groups.items()}
+        key = together.find(i)
+        groups.setdefault(key, set()).add(nodes[i].name)
+        first[key] = min(first.get(key, i), i)
+    return {nodes[first[key]].name: names for key, names in groups.items()}
 
 
 def _owns_dense_memory(value: Any) -> bool:
