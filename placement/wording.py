@@ -17,6 +17,12 @@ def counted(count: int, singular: str, plural: str | None = None) -> str:
     return f"{count:,} {plural}"
 
 
+def first_few(texts: list[str], shown: int = 3) -> str:
+    """The first ``shown`` of ``texts``, joined by commas, and how many more (``a, b, c and 2 more``)."""
+    more = f" and {len(texts) - shown} more" if len(texts) > shown else ""
+    return f"{', '.join(texts[:shown])}{more}"
+
+
 def as_given(value: float) -> str:
     """A recorded number as a person (or an option) would give it: a whole number below 10^16 without a
     fraction or an exponent (``123456789``, not ``1.23457e+08``), any other exactly (its ``repr``: ``1e+300``)."""

@@ -15,6 +15,7 @@ import functools
 from typing import Any
 
 from placement.io.opgraph import CostModelWarning
+from placement.wording import first_few
 
 
 class ForwardHookWarning(UserWarning):
@@ -57,17 +58,11 @@ def forward_hooks(model: Any) -> list[str]:
     return found
 
 
-def _listed(found: list[str]) -> str:
-    """The first three of ``found`` (:func:`forward_hooks`), and how many more."""
-    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
-    return f"{', '.join(found[:3])}{more}"
-
-
 def forward_hook_note(found: list[str]) -> str | None:
     """The warning (:class:`ForwardHookWarning`) for what :func:`forward_hooks` found, or ``None``."""
     if not found:
         return None
-    return (f"the stages call no forward hook of {_listed(found)}: torch.export traced what the hooks "
+    return (f"the stages call no forward hook of {first_few(found)}: torch.export traced what the hooks "
             "returned into the program, which the stages compute (with the Python values the hooks read, fixed "
             "as they were when it was exported), but no hook runs in a pipeline step, so what a hook records, "
             "logs or counts is not done; compute in forward what a hook should do at every step")
@@ -79,7 +74,7 @@ def imported_hook_note(found: list[str]) -> str | None:
     the modules it is given as layers, whose own hooks it runs)."""
     if not found:
         return None
-    return (f"forward hooks of {_listed(found)} run in the model's forward: the split-spec and pipe-split forms run "
+    return (f"forward hooks of {first_few(found)} run in the model's forward: the split-spec and pipe-split forms run "
             "a program that torch.export traced through the hooks (in torch.distributed.pipelining.pipeline(), or "
             "export_program for pipe_split_module), which computes what they returned, with the Python values they "
             "read fixed as they were when it was exported, as the instance costs it, but calls no hook, so what a "

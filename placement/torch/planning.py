@@ -22,6 +22,7 @@ from placement.errors import InvalidInstanceError, InvalidParameterError, LimitE
 from placement.parameters import flag, integer, number, one_of
 from placement.result import Status
 from placement.torch.schedules import SCHEDULES, STEP_KEYWORDS, check_microbatches, make_schedule
+from placement.wording import first_few
 
 
 class UnprovenPlanWarning(UserWarning):
@@ -163,8 +164,7 @@ def custom_gradient_note(found: list[str]) -> str | None:
     """The warning (:class:`CustomGradientWarning`) for what :func:`custom_gradients` found, or ``None``."""
     if not found:
         return None
-    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
-    return (f"the stages run none of {', '.join(found[:3])}{more}: torch.export keeps the operators a custom "
+    return (f"the stages run none of {first_few(found)}: torch.export keeps the operators a custom "
             "Function's forward runs, not its backward, and no gradient hook, so the stages' gradients are the "
             "derivatives of those operators, which differ wherever a backward or a hook returns another gradient "
             "(a gradient reversal, a straight-through estimator, a clipping hook); write it as operators whose "
@@ -237,8 +237,7 @@ def training_mode_note(program: Any, training: bool) -> str | None:
         return None
     listed = []
     for what, where in sites.items():
-        more = f" and {len(where) - 3} more" if len(where) > 3 else ""
-        listed.append(f"{what} in {', '.join(where[:3])}{more}")
+        listed.append(f"{what} in {first_few(where)}")
     return (f"the model is planned for inference (training=False), but its forward runs {'; '.join(listed)} as in "
             "training, and so do the stages (random dropout, batch statistics updated); call model.eval() before "
             "planning to run evaluation (a functional dropout follows it given training=self.training)")

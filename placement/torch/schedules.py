@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 from placement.errors import InvalidParameterError, PlacementError
 from placement.parameters import integer, one_of
+from placement.wording import first_few
 
 SCHEDULES = ("gpipe", "1f1b")
 #: the keywords of torch's ``step`` that are no inputs of the model
@@ -57,9 +58,8 @@ class WarnsScaledAccumulation:
             held = accumulated_gradients(stage.submod)
             if held:
                 count = getattr(self, "_n_microbatches", 1)
-                more = f" and {len(held) - 3} more" if len(held) > 3 else ""
                 warnings.warn(f"stage {stage.stage_index}: step() with scale_grads=True begins with gradients its "
-                              f"parameters hold from earlier steps ({', '.join(map(repr, held[:3]))}{more}): torch "
+                              f"parameters hold from earlier steps ({first_few([repr(name) for name in held])}): torch "
                               f"divides every gradient a stage holds by the number of micro-batches ({count}) at the "
                               "end of each step, those of earlier steps again, so gradients accumulated over several "
                               "steps are not the model's; zero the gradients before each step "
