@@ -1933,6 +1933,32 @@ def test_a_later_stage_given_the_tuple_of_outputs_as_one_argument_gives_the_type
     torch.testing.assert_close(pp.stage_module(1)(*sent), Residual()(x))
 
 
+def test_a_later_stage_given_the_wrong_number_of_tensors_gives_the_typed_error():
+    """Stage 1 of Residual takes the 2 tensors stage 0 returns; a call with 1 or 3, or with a keyword the stage does
+    not take, failed with Python's TypeError about the generated forward's arguments. The tensors may be given by
+    their names after the positional ones, as Python allows."""
+    x = torch.randn(4, 8)
+    pp = plan_pipeline(Residual(), (x,), devices="epyc-7763:2", stages=2, microbatches=2)
+    second = pp.stage_module(1)
+    first, last = pp.stage_module(0)(x)
+    expected = ("{} of stage 1 must be the 2 tensors that stage 0 returns, in its order ('linear', 'linear_1'), "
+                "each an argument of its own; got {}")
+    for args, kwargs, parameter, got in [((first,), {}, "args", "1 argument"),
+                                         ((first, last, last), {}, "args", "3 arguments"),
+                                         ((first,), {"bias": last}, "kwargs", "the keyword 'bias'"),
+                                         ((first, last), {"linear": last}, "kwargs", "the keyword 'linear'"),
+                                         ((), {"linear": first}, "args", "no 'linear_1'")]:
+        with pytest.raises(placement.InvalidParameterError) as error:
+            second(*args, **kwargs)
+        assert (error.value.parameter, str(error.value)) == (parameter, expected.format(parameter, got))
+    with pytest.raises(placement.InvalidParameterError) as error:   # a tuple and a tensor: the tuple is named
+        second((first, last), last, last)
+    assert str(error.value).endswith("got a tuple for 'linear' (unpack the tuple of stage 0's outputs: "
+                                     "module(*outputs))")
+    torch.testing.assert_close(second(first, linear_1=last), Residual()(x))
+    torch.testing.assert_close(second(linear=first, linear_1=last), Residual()(x))
+
+
 def test_build_stage_needs_a_group_of_one_rank_per_stage(tmp_path, monkeypatch):
     """Torch's PipelineStage refuses a group larger than the number of stages with a RuntimeError of its
     own: a 2-stage plan run by 3 processes on the default group failed there. One process, its group's

@@ -661,17 +661,47 @@ def check_received(stage: int, names: tuple[str, ...], *values: Any) -> None:
     """The first thing a stage after the first runs: refuse values that are not the tensors stage ``stage - 1``
     sends (named ``names``, in order), such as the tuple of its outputs given as one argument, which failed inside
     the program with an ``AttributeError``; then :func:`check_no_autocast`."""
+    _check_tensors(stage, names, values)
+    check_no_autocast(stage)
+
+
+def _check_tensors(stage: int, names: tuple[str, ...], values: Sequence[Any]) -> None:
+    """Refuse the first of ``values`` (given for the leading ``names``) that is not a tensor."""
     import torch
 
     for name, value in zip(names, values):
         if not isinstance(value, torch.Tensor):
-            count = f"{len(names)} tensor{'' if len(names) == 1 else 's'}"
-            order = ", in its order" if len(names) > 1 else ""
-            raise InvalidParameterError("args", f"of stage {stage} must be the {count} that stage {stage - 1} returns"
-                                                f"{order} ({', '.join(map(repr, names))}), each an argument of its "
-                                                f"own; got a {type(value).__name__} for {name!r} (unpack the tuple of "
-                                                f"stage {stage - 1}'s outputs: module(*outputs))")
-    check_no_autocast(stage)
+            raise InvalidParameterError("args", f"{_received(stage, names)}; got a {type(value).__name__} for "
+                                                f"{name!r} (unpack the tuple of stage {stage - 1}'s outputs: "
+                                                "module(*outputs))")
+
+
+def _received(stage: int, names: tuple[str, ...]) -> str:
+    """What stage ``stage`` (after the first) takes: the tensors ``names`` that the stage before it returns."""
+    count = f"{len(names)} tensor{'' if len(names) == 1 else 's'}"
+    order = ", in its order" if len(names) > 1 else ""
+    return (f"of stage {stage} must be the {count} that stage {stage - 1} returns{order} "
+            f"({', '.join(map(repr, names))}), each an argument of its own")
+
+
+def check_received_count(stage: int, names: tuple[str, ...], module: Any, args: tuple, kwargs: dict) -> None:
+    """A forward pre-hook of every stage after the first: refuse a call that does not give each of the tensors
+    ``names`` once (positionally in order, or by name after the positional ones), which Python refused with a
+    ``TypeError`` about the generated ``forward``'s arguments; a value that is not a tensor is named as
+    :func:`check_received` names it."""
+    later = names[len(args):]
+    if len(args) <= len(names) and set(kwargs) <= set(later) and len(kwargs) == len(later):
+        return
+    _check_tensors(stage, names, args)
+    unknown = [k for k in kwargs if k not in later]
+    given = f"{len(args)} argument{'' if len(args) == 1 else 's'}"
+    wrong = ([given] if len(args) > len(names) or not kwargs else []) + (
+        [f"the keyword{'' if len(unknown) == 1 else 's'} {', '.join(map(repr, unknown))}"] if unknown else [])
+    if not wrong:
+        missing = [k for k in later if k not in kwargs]
+        wrong = [f"no {', '.join(map(repr, missing))}"]
+    parameter = "kwargs" if unknown and len(args) <= len(names) else "args"
+    raise InvalidParameterError(parameter, f"{_received(stage, names)}; got {' and '.join(wrong)}")
 
 
 def check_call(positional: int, keywords: tuple[str, ...], module: Any, args: tuple, kwargs: dict) -> None:
@@ -830,11 +860,11 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
         received[value] = graph.placeholder(value.name)
         received[value].meta = dict(value.meta)
         env[value] = received[value]
+    taken = tuple(str(received[v].target) for v in stage.inputs)   # the forward's argument names
     if s == 0:   # its inputs are checked below, against the model's
         graph.call_function(check_no_autocast, (s,))
     else:
-        graph.call_function(check_received, (s, tuple(str(received[v].target) for v in stage.inputs),
-                                             *(received[v] for v in stage.inputs)))
+        graph.call_function(check_received, (s, taken, *(received[v] for v in stage.inputs)))
     for value in stage.inputs:
         example = value.meta.get("val")
         if s > 0 and isinstance(example, torch.Tensor) and example.is_floating_point():
@@ -940,6 +970,8 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
         given, keywords = info.in_spec.children()
         module.register_forward_pre_hook(functools.partial(check_call, given.num_leaves, tuple(keywords.context)),
                                          with_kwargs=True)
+    if s > 0:
+        module.register_forward_pre_hook(functools.partial(check_received_count, s, taken), with_kwargs=True)
     for name, value in root.items():
         if name not in part.state and not isinstance(value, torch.nn.Parameter):
             owner, _, field = name.rpartition(".")
