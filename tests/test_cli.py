@@ -869,11 +869,41 @@ def test_an_instance_and_a_plan_from_one_pipe_are_refused_as_such():
                                                      "as a file\n")
 
 
+def test_an_instance_from_a_stream_is_unnamed(tmp_path):
+    """``/dev/stdin`` names no instance: a plan solved from chain4 given on standard input recorded the instance
+    'stdin', and checking it against chain4.json noted that it was made for another instance (and the other way
+    round). The plan records no name, the checks compare none, and the summary shows '-'."""
+    import subprocess
+    import sys
+
+    def run(*command, given=None):
+        done = subprocess.run([sys.executable, "-m", "placement", *command, "--quiet"], stdin=given,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    streamed, named = tmp_path / "streamed.json", tmp_path / "named.json"
+    with open(CHAIN4) as given:   # a redirect: /dev/stdin opens the file itself
+        assert run("solve", "-", "--out", str(streamed), given=given).splitlines()[0].split() == ["instance", "-"]
+    assert json.loads(streamed.read_text())["instance"] == ""
+    run("solve", CHAIN4, "--out", str(named))
+    assert json.loads(named.read_text())["instance"] == "chain4"
+    checks = [run("verify", CHAIN4, str(streamed))]
+    for command in (["verify", "-", str(named)], ["simulate", "/dev/stdin", str(named)]):
+        with open(CHAIN4) as given:
+            checks.append(run(*command, given=given))
+    assert [check.count("was made for instance") for check in checks] == [0, 0, 0]
+    assert "valid: no violations" in checks[0] and "valid: no violations" in checks[1]
+    copy = tmp_path / "chain4-copy.json"   # a file given by name still tells a plan made for another instance
+    copy.write_text(Path(CHAIN4).read_text())
+    assert "the plan file was made for instance 'chain4', not 'chain4-copy'" in run("verify", str(copy), str(named))
+
+
 def test_an_instance_from_a_pipe_is_read_once_by_solve_verify_and_simulate(tmp_path):
     """An instance given as /dev/stdin that the file's devices refuse (no accelerator, none recorded) is solved
     with --accelerators, and one refused whatever the devices is refused with the file's own message, naming
     the pipe: the refusal of the first reading used to send the command to read the emptied pipe again ("the
-    file is empty"). A piped instance is named by the path's stem, as a file is."""
+    file is empty"). A piped instance is unnamed (test_an_instance_from_a_stream_is_unnamed)."""
     import subprocess
     import sys
 
@@ -888,7 +918,7 @@ def test_an_instance_from_a_pipe_is_read_once_by_solve_verify_and_simulate(tmp_p
     plan = tmp_path / "plan.json"
     done = run("solve", "/dev/stdin", "--accelerators", "2", "--out", str(plan), given=no_devices)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0].split() == ["instance", "stdin"]
+    assert done.stdout.splitlines()[0].split() == ["instance", "-"]
     assert "max-load    7.500000" in done.stdout   # chain4's optimum on its two accelerators (docs/api.md)
     assert run("verify", "/dev/stdin", str(plan), "--quiet", given=no_devices).returncode == 0   # the plan's record
     refused = "error: /dev/stdin: node 1: field 'fpgaLatency' is negative (-1)\n"

@@ -237,7 +237,7 @@ def test_a_dash_reads_standard_input_and_names_no_output_file(tmp_path):
         solved = subprocess.run([sys.executable, "-m", "placement", "solve", "-", "--out", str(plan)], stdin=instance,
                                 capture_output=True, cwd=tmp_path, timeout=120)
     assert solved.returncode == 0, solved.stderr
-    assert b"instance    stdin" in solved.stdout
+    assert b"instance    -\n" in solved.stdout
     with open(plan, "rb") as given:
         checked = subprocess.run([sys.executable, "-m", "placement", "verify", CHAIN4, "-"], stdin=given,
                                  capture_output=True, cwd=tmp_path, timeout=120)

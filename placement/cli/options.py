@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from placement.errors import PlacementError
-from placement.jsonfile import file_stem, strict_json
+from placement.jsonfile import strict_json
 from placement.wording import as_given
 
 
@@ -253,7 +253,9 @@ def load_overridden(args: argparse.Namespace, progress: Callable[[str], None] | 
     else those the plan file ``plan`` records (:func:`placement.loading.loaded_as_overridden`; the plan file,
     read for its record, is appended to ``read``, so that a pipe is not read twice). An instance
     that comes through a pipe (``<(…)``, ``/dev/stdin``), which can be read once, is read once
-    (:func:`read_once`), and its refusals name it as a file's do."""
+    (:func:`read_once`), and its refusals name it as a file's do. A file's instance is named by its stem, one
+    read from a stream's path (:func:`names_a_stream`) is unnamed: ``/dev/stdin`` names no instance, and a plan
+    solved from it and checked against the file, or the other way round, was noted as made for another one."""
     import placement
     from placement.api import taken_overrides
     from placement.loading import loaded_as_overridden
@@ -271,9 +273,15 @@ def load_overridden(args: argparse.Namespace, progress: Callable[[str], None] | 
         if source is args.instance:
             raise
         raise naming_the_file(args.instance, exc) from None
-    if source is args.instance or instance.name:
-        return instance
-    return dataclasses.replace(instance, name=file_stem(args.instance))   # a file's is its stem
+    return dataclasses.replace(instance, name="") if names_a_stream(args.instance) else instance
+
+
+def names_a_stream(path: str) -> bool:
+    """Whether ``path`` names an open file of the process rather than a file of its own: ``/dev/stdin``,
+    ``/dev/fd/N``, ``/proc/self/fd/N`` (what ``-`` and ``<(…)`` give), whatever they are opened on."""
+    absolute = os.path.abspath(path)
+    return (absolute == "/dev/stdin" or os.path.dirname(absolute) in ("/dev/fd", "/proc/self/fd")
+            or re.fullmatch(r"/proc/\d+/fd/\d+", absolute) is not None)
 
 
 def naming_the_file(path: str, exc: PlacementError) -> PlacementError:

@@ -32,7 +32,7 @@ def format_summary(instance: Instance, result: Result) -> str:
     shape = (f", {calls} calls per accelerator" if calls and calls > 1 else "") if result.objective == "latency" \
         else f", contiguity {result.contiguity}"
     lines = [
-        f"instance    {printable(instance.name)}",
+        f"instance    {printable(instance.name) or '-'}",   # an unnamed one: read from a stream or a document
         f"method      {method} (objective {result.objective}{shape}{stages})",
         f"status      {result.status}",
     ]
