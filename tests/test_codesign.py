@@ -1068,6 +1068,27 @@ def test_a_node_supported_on_no_accelerator_is_refused():
         parse_workload(model)
 
 
+@pytest.mark.parametrize("field, value, message", [
+    ("maxSizePerFPGA", "16 GiB", "instance: field 'maxSizePerFPGA' must be a number, got string"),
+    ("maxSizePerFPGA", -1, "instance: field 'maxSizePerFPGA' is negative (-1)"),
+    ("maxSizePerFPGA", None, "instance: field 'maxSizePerFPGA' must be a number, got null"),
+    ("deviceTypes", [{"name": "chip", "count": 2, "memory": "a lot", "paysComm": True}],
+     "device type 'chip': field 'memory' must be a number, got string")])
+def test_a_malformed_memory_bound_of_the_model_is_refused_though_the_chips_replace_it(field, value, message):
+    """The chips' memory replaces the accelerators' bound of the model file, which was replaced unread: a bound the
+    instance refuses passed without a word. It is refused as the instance refuses it."""
+    model = {key: item for key, item in json.loads(json.dumps(CHAIN)).items()
+             if key not in ("maxSizePerFPGA", "maxFPGAs", "maxCPUs")}
+    model.update({field: value} if field == "deviceTypes" else {field: value, "maxFPGAs": 2, "maxCPUs": 0})
+    if field == "deviceTypes":
+        for node in model["nodes"]:
+            node["times"] = {"chip": node.pop("fpgaLatency")}
+            del node["supportedOnFpga"], node["cpuLatency"]
+    with pytest.raises(InvalidInstanceError) as info:
+        parse_workload(model)
+    assert str(info.value) == message
+
+
 def test_a_piper_instance_is_named_as_one(tmp_path):
     """A Piper instance given as the model was refused as "unknown field 'bandwidth'"."""
     from tests.test_piper_io import instance as piper_instance

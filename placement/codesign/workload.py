@@ -38,7 +38,7 @@ from typing import Any, Mapping
 
 from placement.codesign.template import DRAM_BYTES, LINK_BYTES_PER_S
 from placement.errors import InvalidInstanceError, InvalidParameterError
-from placement.io.tarnawski import parse_instance
+from placement.io.tarnawski import check_device_bounds, parse_instance
 from placement.jsonfile import file_stem, json_type_name, json_value_text, load_json
 from placement.loading import design_document, other_document
 from placement.problem.instance import Instance, format_number
@@ -199,9 +199,11 @@ def parse_workload(data: Any, name: str = "") -> Workload:
 def _on_chips(data: Any) -> Any:
     """The decoded model file with its accelerators' memory at least the chips'
     (:data:`.template.DRAM_BYTES`) and its largest node: a bound of the file's own devices would
-    refuse a node that fits a chip (the chips' bound is checked with the designs, by name)."""
+    refuse a node that fits a chip (the chips' bound is checked with the designs, by name). A bound the file
+    gives is refused first where the instance would refuse it: one replaced unread let a malformed file through."""
     if not isinstance(data, Mapping):
         return data
+    check_device_bounds(dict(data))
     nodes = data.get("nodes") if isinstance(data.get("nodes"), list) else []
     sizes = [n["size"] for n in nodes if isinstance(n, Mapping) and isinstance(n.get("size"), numbers.Real)
              and not isinstance(n["size"], bool) and math.isfinite(n["size"])]

@@ -132,6 +132,15 @@ def _check_top_level(data: dict, top: str) -> None:
                                        "'deviceTypes' the catalogue gives every count and memory")
 
 
+def check_device_bounds(data: dict) -> None:
+    """Refuse the devices' memory bounds of an instance document (``maxSizePerFPGA``, or every ``deviceTypes``
+    entry) as :func:`parse_instance` refuses them, for readers that replace the bounds before parsing."""
+    if "deviceTypes" in data:
+        _device_types(data["deviceTypes"])
+    elif "maxSizePerFPGA" in data:
+        read_field(data, "maxSizePerFPGA", "instance", "number")
+
+
 def parse_instance(data: Any, name: str = "") -> Instance:
     """Build a validated :class:`Instance` from the decoded JSON of a Tarnawski instance."""
     if not isinstance(data, dict):
