@@ -1190,7 +1190,7 @@ def test_recorded_overrides_that_cannot_be_read_or_taken_are_refused_as_the_plan
     assert main(["verify", str(CHAIN4), str(path)]) == 0
     assert "solved with: --memory 123456789\n" in capsys.readouterr().out
     for overrides, message in [
-            ({"accelerators": -1}, "the plan's device overrides cannot be read: accelerators=-1 (accelerators "
+            ({"accelerators": -1}, "the plan's device overrides cannot be read: 'accelerators': -1 (accelerators "
                                    "and cpus are counts, memory a number of bytes, none negative)"),
             ("x", "the plan's device overrides cannot be read: 'x' (accelerators and cpus are counts, memory a "
                   "number of bytes, none negative)"),
@@ -1201,6 +1201,10 @@ def test_recorded_overrides_that_cannot_be_read_or_taken_are_refused_as_the_plan
         with pytest.raises(placement.errors.InvalidPlanError) as info:
             placement.verify(CHAIN4, path)
         assert str(info.value) == f"{path}: {message}"   # a plan file is named, as by every reader
+    path.write_text(json.dumps({**document, "overrides": {"cpus": -1}}))   # as the file writes it, not as --cpus -1
+    assert main(["verify", str(CHAIN4), str(path)]) == 2
+    assert capsys.readouterr().err == (f"error: {path}: the plan's device overrides cannot be read: 'cpus': -1 "
+                                       "(accelerators and cpus are counts, memory a number of bytes, none negative)\n")
     path.write_text(json.dumps({**document, "overrides": {"accelerators": 2.0}}))   # a whole number
     assert placement.verify(CHAIN4, path).valid
 
@@ -1211,8 +1215,9 @@ def test_a_result_read_back_refuses_overrides_that_verify_refuses():
     document = placement.solve(CHAIN4, accelerators=1, memory=100).to_json()
     assert dict(placement.Result.from_json(document).overrides) == {"accelerators": 1, "memory": 100}
     # a count of 1e308 was taken (a stage count of 1e308 was not): no whole number of one float's precision
-    for overrides, unread in [({"accelerators": -1}, "accelerators=-1"), ("x", "'x'"),
-                              ({"accelerators": 1, "cpus": 0.5}, "cpus=0.5"), ({"cpus": 1e308}, "cpus=1e+308")]:
+    for overrides, unread in [({"accelerators": -1}, "'accelerators': -1"), ("x", "'x'"),
+                              ({"accelerators": 1, "cpus": 0.5}, "'cpus': 0.5"), ({"cpus": 1e308}, "'cpus': 1e+308"),
+                              ([1], "an array")]:
         with pytest.raises(placement.errors.InvalidPlanError) as info:
             placement.Result.from_json({**document, "overrides": overrides})
         assert str(info.value) == (f"the plan's device overrides cannot be read: {unread} (accelerators and cpus "

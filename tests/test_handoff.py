@@ -135,8 +135,8 @@ def test_the_readme_example_of_split_runs_as_written(capsys):
     assert capsys.readouterr().out == "Etttt|tttt|tttt|L\n"
 
 
-@pytest.mark.parametrize("overrides, unread", [("x", "'x'"), ({"cpus": -1}, "cpus=-1"), ({"cpus": "none"},
-                                                                                         "cpus='none'")])
+@pytest.mark.parametrize("overrides, unread", [("x", "'x'"), ({"cpus": -1}, "'cpus': -1"), ({"cpus": "none"},
+                                                                                         "'cpus': 'none'")])
 def test_a_plan_whose_device_overrides_cannot_be_read_is_refused_as_verify_refuses_it(tmp_path, capsys, overrides,
                                                                                       unread):
     """split read only the well-formed device overrides of a plan's record: a record holding none of them

@@ -580,12 +580,13 @@ def recorded_overrides(plan: object) -> dict[str, Any]:
 
 def read_overrides(plan: object) -> tuple[dict[str, Any], list[str]]:
     """The well-formed overrides of :func:`recorded_overrides`, and what the record holds besides (each
-    as ``name=value``, or the whole record where it is no object), from one reading of the plan."""
+    as the file writes it, ``'cpus': -1``, not as a parameter given, or the whole record where it is no
+    object), from one reading of the plan."""
     record = _recorded(plan, "overrides", "overrides")
     if record is None:
         return {}, []
     if not isinstance(record, Mapping):
-        return {}, [repr(record)]
+        return {}, [json_value_text(record)]
     found = {}
     for name in OVERRIDES:
         value = record.get(name)
@@ -595,7 +596,7 @@ def read_overrides(plan: object) -> tuple[dict[str, Any], list[str]]:
             value = None
         if value is not None and value >= 0:
             found[name] = value
-    return found, [f"{name}={value!r}" for name, value in record.items() if name not in found]
+    return found, [f"{name!r}: {json_value_text(value)}" for name, value in record.items() if name not in found]
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
