@@ -115,6 +115,20 @@ def test_training_disagreement_is_about_the_data_not_the_plan():
         "ledger agrees with the charged communication on every device")
 
 
+def test_a_split_backward_plan_is_refused():
+    """A plan that places B or W tasks (the split model) pays transfers the ledger does not count: W(b2) on device 0
+    reads f2's activation, which the split model charges both devices; the ledger counts the joint model's."""
+    problem = training_pair(1.0)
+    plan = Plan((DeviceAssignment(ACC, (1, 4), b_tasks=(4,), w_tasks=(3,)),
+                 DeviceAssignment(ACC, (2, 3), b_tasks=(3,), w_tasks=(4,))))
+    with pytest.raises(placement.InvalidParameterError) as info:
+        communication_ledger(problem, plan)
+    assert info.value.parameter == "plan"
+    assert str(info.value) == ("plan places backward tasks (B or W) itself, as a split-backward plan does: the ledger "
+                               "counts the transfers of the joint model, not those the split model charges "
+                               "(docs/backward-split.md)")
+
+
 def test_verify_exits_on_validity_alone_when_the_ledger_disagrees(tmp_path, capsys):
     """A valid plan on a training graph whose data the ledger faults: exit 0, and no line claims more."""
     from placement.cli import main

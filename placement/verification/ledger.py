@@ -59,6 +59,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from placement.errors import InvalidParameterError
 from placement.io.plans import as_plan
 from placement.problem.instance import Instance
 from placement.plan import Plan
@@ -246,13 +247,24 @@ def _max_size(current: float | None, size: float | None, missing: set[int], u: i
     return size if current is None else max(current, size)
 
 
+def refuse_split_plan(plan: Plan) -> None:
+    """Refuse a split-backward plan (one whose devices list B or W tasks): its transfers follow the tasks
+    (docs/backward-split.md), where the ledger counts those of the joint model, node by node."""
+    if any(dev.b_tasks or dev.w_tasks for dev in plan.devices):
+        raise InvalidParameterError("plan", "places backward tasks (B or W) itself, as a split-backward plan does: "
+                                            "the ledger counts the transfers of the joint model, not those the split "
+                                            "model charges (docs/backward-split.md)")
+
+
 def communication_ledger(problem: Instance, plan: Plan | object, *, by_call: bool = False) -> Ledger:
     """The ledger of ``plan`` (see the module docstring): a :class:`Plan`, or what
     :func:`placement.io.plans.as_plan` reads (a ``Result``, a plan document, a plan file path);
     unknown node ids in the plan are ignored. With ``by_call`` (the latency model), each call a
     communication-paying device lists is a set of its own, whose boundary is paid and counted
-    apart, as the latency schedule charges it; the device's figures add up its calls'."""
+    apart, as the latency schedule charges it; the device's figures add up its calls'. A split-backward plan is
+    refused (:func:`refuse_split_plan`)."""
     plan = as_plan(plan)
+    refuse_split_plan(plan)
     rho = infer_time_per_byte(problem)
     known = {n.id for n in problem.nodes}
     type_pays = {t.name: t.pays_comm for t in problem.device_types}
