@@ -81,6 +81,8 @@ def _error(doc) -> str:
      "layer 0 (a): missing field 'kernel'"),
     ({"layers": [{"name": "a", "type": "conv", "in": [1, 2], "out": [1, 2, 2], "kernel": 1}]},
      "layer 0 (a): 'in' of a conv layer must have 3 dimensions, got 2"),
+    ({"layers": [{"name": "a", "type": "fc", "in": [2, 2], "out": 2}]},
+     "layer 0 (a): 'in' of an fc layer must have 1 dimension, got 2"),   # it said "of a fc layer"
     ({"layers": [{"name": "a", "type": "fc", "in": 0, "out": 2}]},
      "layer 0 (a): 'in' must hold positive integers, got [0]"),
     ({"layers": [{"name": "a", "type": "fc", "in": 2.5, "out": 2}]},

@@ -142,8 +142,9 @@ def validate_network(network: Network) -> None:
                 raise InvalidInstanceError(f"{where}: '{label}' must be a tuple of positive integers, got "
                                            f"{type(shape).__name__}")
             if len(shape) != dims:
-                raise InvalidInstanceError(f"{where}: '{label}' of a {layer.kind} layer must have {dims} "
-                                    f"dimension{'s' if dims > 1 else ''}, got {len(shape)}")
+                article = "an" if layer.kind == "fc" else "a"
+                raise InvalidInstanceError(f"{where}: '{label}' of {article} {layer.kind} layer must have {dims} "
+                                           f"dimension{'s' if dims > 1 else ''}, got {len(shape)}")
             if any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in shape):
                 raise InvalidInstanceError(f"{where}: '{label}' must hold positive integers, got {list(shape)}")
         if isinstance(layer.kernel, bool) or not isinstance(layer.kernel, int) or layer.kernel <= 0:
