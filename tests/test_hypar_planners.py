@@ -169,6 +169,26 @@ def test_numpy_integers_are_accelerator_counts():
         plan_exact(lenet, accelerators=4, batch=4).communication.bytes == 248480
 
 
+# fc 2^20 -> 2^20 -> 4 at batch 2^11 on 4 accelerators: mp everywhere costs 2^33 + 24,576 elements (its partial
+# sums B·2^20 = 2^31 pass int32), all-dp (4 − 1)·(2^40 + 2^22)
+WIDE = Network("wide", (Layer("a", "fc", (2 ** 20,), (2 ** 20,)), Layer("b", "fc", (2 ** 20,), (4,))))
+
+
+@pytest.mark.parametrize("planner, elements", [
+    ("hypar", 2 ** 33 + 24576), ("exact", 2 ** 33 + 24576), ("all-dp", 3 * (2 ** 40 + 2 ** 22)),
+    ("all-mp", 2 ** 33 + 24576), ("one-weird-trick", 2 ** 33 + 24576),
+])
+def test_numpy_integers_are_batch_sizes(planner, elements):
+    # an np.int32 batch was kept as given: the amounts wrapped around in 32 bits (-8,589,910,016 elements for
+    # all-mp), or the exact planner raised OverflowError
+    import numpy as np
+
+    assert PLANNERS[planner](WIDE, 4, np.int32(2 ** 11)).communication.elements == elements
+    assert PLANNERS[planner](WIDE, 4, np.uint8(200)).communication == PLANNERS[planner](WIDE, 4, 200).communication
+    mp = ((MP, MP), (MP, MP))
+    assert communication(WIDE, mp, np.int32(2 ** 11)).elements == 2 ** 33 + 24576
+
+
 @pytest.mark.parametrize("types, shown", [
     (None, "None"), (3, "3"), ([["dp"]], "[['dp']]"), (("dp", 1), "['dp', 1]"), ({"dp", "mp"}, "{'dp', 'mp'}"),
     ("dp", "'dp'"), (("dp", "dp"), "['dp', 'dp']"),

@@ -107,6 +107,8 @@ MAX_BATCH = 2 ** 53
 
 
 def check_batch(batch: int) -> int:
+    """``batch`` as a Python ``int`` (a numpy integer too, whose arithmetic would wrap around), when it is an
+    integer from 1 to :data:`MAX_BATCH`; else an :class:`InvalidParameterError`."""
     return integer("batch", batch, smallest=1, largest=MAX_BATCH)  # type: ignore[return-value]
 
 
@@ -263,7 +265,7 @@ def check_network(network: Any) -> None:
 def communication(network: Network, partition: Partition, batch: int) -> Communication:
     """Evaluate the model (items 1–5 of the module docstring) on ``partition``, level by level."""
     check_network(network)
-    check_batch(batch)
+    batch = check_batch(batch)
     depth = check_partition(network, partition)
     n = len(network.layers)
     levels = []

@@ -100,7 +100,7 @@ def plan_hypar(network: Network, accelerators: int, batch: int, types: Sequence[
     check_network(network)
     types = _check_types(types)
     levels = hierarchy_levels(accelerators)
-    check_batch(batch)
+    batch = check_batch(batch)
     n = len(network.layers)
     rows: list[list[str]] = [[] for _ in range(n)]
     level_amounts = []
@@ -205,7 +205,7 @@ def plan_exact(network: Network, accelerators: int, batch: int, types: Sequence[
     progress = callback("progress", progress)
     types = _check_types(types)
     levels = hierarchy_levels(accelerators)
-    check_batch(batch)
+    batch = check_batch(batch)
     states = len(types) ** levels
     if states * states > MAX_STATE_PAIRS:
         raise LimitExceededError(f"the exact planner needs {states:,}² = {states * states:,} state pairs per layer boundary "
@@ -264,7 +264,7 @@ def _uniform(name: str, kind_of_layer: Callable) -> Callable[..., HyparPlan]:
         check_network(network)
         _check_types(types)
         levels = hierarchy_levels(accelerators)
-        check_batch(batch)
+        batch = check_batch(batch)
         partition = uniform_partition(network, levels, kind_of_layer)
         return HyparPlan(name, partition, communication(network, partition, batch), time.perf_counter() - start)
     plan.__name__ = f"plan_{name.replace('-', '_')}"
