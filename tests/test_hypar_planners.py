@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.costmodel.hypar import (ACCPAR_TYPES, DP, HYPAR_TYPES, MP, communication, partition_letters)
+from placement.costmodel.hypar import (ACCPAR_TYPES, DP, HYPAR_TYPES, MP, MP_OUT, communication,
+                                       partition_letters)
 from placement.costmodel.network import Layer, Network, load_network
 from placement.errors import InvalidParameterError, LimitExceededError
 from placement.solvers.hypar import (PLANNERS, plan_all, plan_all_dp, plan_exact, plan_hypar,
@@ -50,6 +52,43 @@ def test_exact_never_worse_than_hypar_or_any_baseline(network, accelerators, bat
 def _all_partitions(layers: int, levels: int, types):
     vectors = list(itertools.product(types, repeat=levels))
     return itertools.product(vectors, repeat=layers)
+
+
+def _second_reading(network: Network, partition, batch: int) -> list[Fraction]:
+    """``com_h`` per level, written from docs/hypar.md apart from the package's code: each tensor's size at a level
+    is its full size over 2 to the number of levels above that halve it (Table 1: dp exchanges dW, mp its output
+    F_{l+1}, mp-out its input error E_l, none for layer 0; Table 2 on the boundary tensor between two layers)."""
+    table_2 = {"dd": 0, "dm": Fraction(1, 2), "mm": Fraction(1, 2), "md": Fraction(1, 2), "do": Fraction(1, 2),
+               "mo": 0, "od": Fraction(1, 2), "om": 0, "oo": Fraction(1, 2)}
+    letter = {DP: "d", MP: "m", MP_OUT: "o"}
+    amounts = []
+    for h in range(len(partition[0])):
+        def halved(size: int, l: int, halving: str) -> Fraction:
+            return Fraction(size, 2 ** sum(letter[t] in halving for t in partition[l][:h]))
+
+        pair = Fraction(0)
+        for l, layer in enumerate(network.layers):
+            in_size, out_size = batch * math.prod(layer.in_shape), batch * math.prod(layer.out_shape)
+            weights = layer.in_shape[0] * layer.out_shape[0] * layer.kernel ** 2
+            pair += {"d": halved(weights, l, "mo"), "m": halved(out_size, l, "do"),
+                     "o": halved(in_size, l, "dm") if l else 0}[letter[partition[l][h]]]
+        for l in range(len(network.layers) - 1):
+            above = list(zip(partition[l][:h], partition[l + 1][:h]))
+            cuts = sum(DP in pq for pq in above) + sum(q == MP or p == MP_OUT for p, q in above)
+            size = Fraction(batch * math.prod(network.layers[l].out_shape), 2 ** cuts)
+            pair += table_2[letter[partition[l][h]] + letter[partition[l + 1][h]]] * size
+        amounts.append(pair)
+    return amounts
+
+
+@settings(max_examples=100)
+@given(chains(), st.integers(1, 4), st.integers(1, 9), st.randoms(use_true_random=False))
+def test_the_model_agrees_with_a_second_reading_of_its_rules(network, levels, batch, rng):
+    partition = tuple(tuple(rng.choice(ACCPAR_TYPES) for _ in range(levels)) for _ in network.layers)
+    amounts = _second_reading(network, partition, batch)
+    comm = communication(network, partition, batch)
+    assert [lv.amount for lv in comm.levels] == amounts
+    assert comm.elements == sum(2 ** h * a for h, a in enumerate(amounts))
 
 
 @settings(max_examples=40)
