@@ -191,6 +191,31 @@ def test_a_run_that_kept_no_tasks_is_refused_by_the_trace_and_the_chart(pair_pla
     assert not (tmp_path / "run.json").exists()
 
 
+def test_the_trace_and_the_chart_refuse_what_is_no_run_of_one_device_per_stage(tmp_path):
+    """A Piper instance's run (a ParallelSimulation, which keeps no task table) and a value that is no run at all
+    ended the trace and the chart in an AttributeError ('has no attribute kept_tasks', or 'schedule')."""
+    import placement
+    from placement.errors import InvalidParameterError
+    from placement.report.gantt import draw_gantt, write_gantt
+    from placement.report.trace import trace_events, write_trace
+    from tests.test_simulate_parallel import chain
+
+    piper = chain([1.0, 2.0])
+    run = placement.simulate(piper, placement.solve(piper, devices=2))
+    piper_run = ("must be a SimulationResult (placement.simulate's run of a plan of one device per stage), not "
+                 "ParallelSimulation: a Piper instance's run (data- and tensor-parallel stages) keeps no task table")
+    calls = [lambda result: write_trace(result, tmp_path / "run.json"), trace_events]
+    if importlib.util.find_spec("matplotlib"):
+        calls += [lambda result: write_gantt(result, tmp_path / "run.png"), draw_gantt]
+    for call in calls:
+        for result, detail in [(run, piper_run), (None, "must be a SimulationResult (placement.simulate's run of a "
+                                                        "plan of one device per stage), not NoneType")]:
+            with pytest.raises(InvalidParameterError) as error:
+                call(result)
+            assert (error.value.parameter, error.value.detail) == ("result", detail)
+    assert not (tmp_path / "run.json").exists() and not (tmp_path / "run.png").exists()
+
+
 def test_gantt_png(pair_plan, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     chart = tmp_path / "run.png"

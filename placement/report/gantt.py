@@ -15,7 +15,7 @@ from typing import Any
 
 from placement.errors import InvalidParameterError, SolverUnavailableError
 from placement.report.literal_text import literal
-from placement.simulation.simulator import SimulationResult
+from placement.simulation.simulator import SimulationResult, kept_tasks
 from placement.whole_file import replacing_about
 from placement.wording import counted
 
@@ -63,7 +63,7 @@ def write_gantt(result: SimulationResult, path: str | Path, name: str = "", para
 def draw_gantt(result: SimulationResult, name: str = "") -> Any:
     """The Gantt chart of ``result`` as a matplotlib figure (on the Agg canvas), ``name`` heading its title;
     ``result`` must hold its tasks (:meth:`~placement.simulation.simulator.SimulationResult.kept_tasks`)."""
-    tasks = result.kept_tasks("draw it")
+    tasks = kept_tasks(result, "draw it")
     figure_module, agg, patches = matplotlib_modules()
     rows: list[tuple[int, bool, str]] = []
     for st in result.stages:

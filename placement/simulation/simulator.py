@@ -186,6 +186,22 @@ class SimulationResult:
         })
 
 
+def kept_tasks(result: Any, use: str) -> TaskTable:
+    """The task table of ``result``, a :class:`SimulationResult` that kept it, which ``use`` (``"trace it"``)
+    needs (:meth:`SimulationResult.kept_tasks`); :class:`InvalidParameterError` about ``result`` where it is no
+    such run: a Piper instance's run, which keeps no task table, or another value."""
+    if not isinstance(result, SimulationResult):
+        import sys
+
+        parallel = sys.modules.get("placement.simulation.parallel")   # loaded wherever such a run was made
+        piper = parallel is not None and isinstance(result, parallel.ParallelSimulation)
+        raise InvalidParameterError("result", "must be a SimulationResult (placement.simulate's run of a plan of one "
+                                              f"device per stage), not {type(result).__name__}"
+                                    + (": a Piper instance's run (data- and tensor-parallel stages) keeps no task "
+                                       "table" if piper else ""))
+    return result.kept_tasks(use)
+
+
 def _split_verdict(problem: Instance, plan: Plan, w_placement: str, inter_layer: bool | None,
                    w_share: float) -> tuple[Any, Any]:
     """The split model ``plan`` is checked under, and the evaluator's verdict: ``inter_layer=None`` takes the
