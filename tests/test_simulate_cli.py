@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import re
 import struct
@@ -214,6 +215,24 @@ def test_the_trace_and_the_chart_refuse_what_is_no_run_of_one_device_per_stage(t
                 call(result)
             assert (error.value.parameter, error.value.detail) == ("result", detail)
     assert not (tmp_path / "run.json").exists() and not (tmp_path / "run.png").exists()
+
+
+@pytest.mark.parametrize("unit_us, shown", [(0, "0"), (-1, "-1"), (math.nan, "nan"), (math.inf, "inf"),
+                                             ("1000", "'1000'"), (True, "True")])
+def test_a_time_unit_that_is_no_positive_number_is_refused_by_the_trace(pair_plan, tmp_path, unit_us, shown):
+    """unit_us 0 or -1 wrote a trace of tasks that take no time or end before they start, NaN and infinity ended in
+    a ValueError of JSON and a string in a TypeError of numpy's."""
+    import placement
+    from placement.errors import InvalidParameterError
+    from placement.report.trace import trace_events, write_trace
+
+    result = placement.simulate(placement.load(PAIR), pair_plan, microbatches=2)
+    for call in (lambda: write_trace(result, tmp_path / "run.json", unit_us=unit_us),
+                 lambda: trace_events(result, unit_us=unit_us)):
+        with pytest.raises(InvalidParameterError) as error:
+            call()
+        assert str(error.value) == f"unit_us must be a finite number > 0, not {shown}"
+    assert not (tmp_path / "run.json").exists()
 
 
 def test_gantt_png(pair_plan, tmp_path, capsys):

@@ -17,6 +17,7 @@ from typing import IO, Any, Iterator
 
 import numpy as np
 
+from placement.parameters import number
 from placement.simulation.simulator import SimulationResult, holding, in_flight_profile, kept_tasks
 from placement.whole_file import replacing_about
 
@@ -26,8 +27,10 @@ PROCESS_ID = 1
 
 def trace_events(result: SimulationResult, title: str = "", unit_us: float = 1000.0) -> dict[str, Any]:
     """The trace document of ``result`` (a dict ready for ``json.dump``); ``result`` must hold its tasks
-    (:meth:`~placement.simulation.simulator.SimulationResult.kept_tasks`)."""
+    (:meth:`~placement.simulation.simulator.SimulationResult.kept_tasks`), and ``unit_us``, the microseconds of
+    one time unit of the instance, be a finite number > 0 (:class:`InvalidParameterError` otherwise)."""
     kept_tasks(result, "trace it")
+    unit_us = number("unit_us", unit_us, positive=True)
     return {"traceEvents": [json.loads(text) for text in _event_texts(result, title, unit_us)],
             "displayTimeUnit": "ms", "otherData": _other_data(result, unit_us)}
 
@@ -44,6 +47,7 @@ def write_trace(result: SimulationResult, path: str | Path, title: str = "", uni
 def dump_trace(result: SimulationResult, fh: IO[str], title: str = "", unit_us: float = 1000.0) -> None:
     """Write the trace document of ``result`` into the open text file ``fh``, event by event."""
     kept_tasks(result, "trace it")
+    unit_us = number("unit_us", unit_us, positive=True)
     fh.write('{"traceEvents": [')
     for k, text in enumerate(_event_texts(result, title, unit_us)):
         fh.write((", " if k else "") + text)
