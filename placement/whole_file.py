@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-from placement.errors import unwritable
+from placement.errors import InvalidParameterError, unwritable
 
 
 #: the most bytes of a file's name that the scratch file written beside it repeats (its name adds 18)
@@ -126,11 +126,22 @@ def replacing(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
         raise
 
 
+def text_path(path: Any, parameter: str) -> str:
+    """``path`` as :func:`os.fspath` gives it, where that is text (a ``str``, or an :class:`os.PathLike` of one);
+    :class:`~placement.errors.InvalidParameterError` about ``parameter`` otherwise (``None``, a number, bytes)."""
+    name = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not isinstance(name, str):
+        raise InvalidParameterError(parameter, f"must be a file path (a str or os.PathLike), not {type(path).__name__}")
+    return name
+
+
 @contextlib.contextmanager
 def replacing_about(path: str | Path, parameter: str, binary: bool = False) -> Iterator[IO[Any]]:
     """:func:`replacing` ``path``, an :class:`OSError` of writing it or putting it in place raised as the
-    :class:`~placement.errors.InvalidParameterError` about ``parameter`` (:func:`placement.errors.unwritable`).
+    :class:`~placement.errors.InvalidParameterError` about ``parameter`` (:func:`placement.errors.unwritable`), as is
+    a ``path`` that is no file path (:func:`text_path`).
     Nested, an error already turned so by an inner block passes through and still leaves this file as it was."""
+    text_path(path, parameter)
     try:
         with replacing(path, binary=binary) as fh:
             yield fh

@@ -235,6 +235,25 @@ def test_a_time_unit_that_is_no_positive_number_is_refused_by_the_trace(pair_pla
     assert not (tmp_path / "run.json").exists()
 
 
+@pytest.mark.parametrize("path, kind", [(None, "NoneType"), (3, "int"), (b"run.json", "bytes")])
+def test_a_file_name_that_is_no_text_path_is_refused_by_the_trace_and_the_chart(pair_plan, path, kind):
+    """None or a number as the file ended the trace and the chart in a TypeError of os.fspath or pathlib, and bytes
+    in one of tempfile's ('Can't mix bytes and non-bytes in path components')."""
+    import placement
+    from placement.errors import InvalidParameterError
+    from placement.report.gantt import write_gantt
+    from placement.report.trace import write_trace
+
+    result = placement.simulate(placement.load(PAIR), pair_plan, microbatches=2)
+    calls = [lambda: write_trace(result, path)]
+    if importlib.util.find_spec("matplotlib"):
+        calls.append(lambda: write_gantt(result, path))
+    for call in calls:
+        with pytest.raises(InvalidParameterError) as error:
+            call()
+        assert str(error.value) == f"path must be a file path (a str or os.PathLike), not {kind}"
+
+
 def test_gantt_png(pair_plan, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     chart = tmp_path / "run.png"

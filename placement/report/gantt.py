@@ -16,7 +16,7 @@ from typing import Any
 from placement.errors import InvalidParameterError, SolverUnavailableError
 from placement.report.literal_text import literal
 from placement.simulation.simulator import SimulationResult, kept_tasks
-from placement.whole_file import replacing_about
+from placement.whole_file import replacing_about, text_path
 from placement.wording import counted
 
 COLOURS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868", "recv": "#8172b3", "send": "#937860"}
@@ -32,8 +32,8 @@ CHART_FORMATS = ("png", "svg", "pdf")   # a chart file's suffix names its format
 def chart_format(path: str | Path, parameter: str = "path") -> str:
     """The format a chart at ``path`` is written in, from its suffix; :class:`InvalidParameterError` about
     ``parameter`` for a suffix that names no chart format (``gantt.txt`` would otherwise hold a PNG under a
-    text file's name)."""
-    suffix = Path(path).suffix.lower().lstrip(".")
+    text file's name), as for a ``path`` that is no file path (:func:`placement.whole_file.text_path`)."""
+    suffix = Path(text_path(path, parameter)).suffix.lower().lstrip(".")
     if suffix and suffix not in CHART_FORMATS:
         raise InvalidParameterError(parameter, f"must name a .png, .svg or .pdf file, not .{suffix}: {path}")
     return suffix or "png"
