@@ -327,3 +327,13 @@ def test_latency_calls_of_one_accelerator_each_pay_their_boundary():
     # the throughput loads take no account of calls: the device is one set, with no boundary
     (device,) = placement.verify(problem, plan, ledger=True).report[2].devices
     assert (device.activations_in, device.activations_out, device.charged) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("problem, kind", [("instances/tiny/chain4.json", "str"), (None, "NoneType")])
+def test_a_problem_that_is_no_instance_is_refused_by_name(problem, kind):
+    """An instance file's name, as the plan may be one, ended the ledger in an AttributeError ('str' object has no
+    attribute 'time_quantum')."""
+    plan = Plan((DeviceAssignment("accelerator", (1, 2, 3, 4)),))
+    with pytest.raises(placement.InvalidParameterError) as error:
+        communication_ledger(problem, plan)
+    assert str(error.value) == f"problem must be an Instance (placement.load reads one from a file), not {kind}"

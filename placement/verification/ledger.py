@@ -262,7 +262,11 @@ def communication_ledger(problem: Instance, plan: Plan | object, *, by_call: boo
     unknown node ids in the plan are ignored. With ``by_call`` (the latency model), each call a
     communication-paying device lists is a set of its own, whose boundary is paid and counted
     apart, as the latency schedule charges it; the device's figures add up its calls'. A split-backward plan is
-    refused (:func:`refuse_split_plan`)."""
+    refused (:func:`refuse_split_plan`), as is a ``problem`` that is no :class:`Instance`
+    (:class:`InvalidParameterError`)."""
+    if not isinstance(problem, Instance):
+        raise InvalidParameterError("problem", "must be an Instance (placement.load reads one from a file), "
+                                               f"not {type(problem).__name__}")
     plan = as_plan(plan)
     refuse_split_plan(plan)
     rho = infer_time_per_byte(problem)
