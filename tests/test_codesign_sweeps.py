@@ -1184,3 +1184,21 @@ def test_an_interrupted_baseline_says_how_far_it_was(dp_stopped_on, mlp, tiny):
     with pytest.raises(KeyboardInterrupt) as info:
         placement.codesign(mlp, chips=2, power=300, grid=tiny, baseline="random")
     assert str(info.value) == "interrupted after 2 design combinations placed by the random baseline"
+
+
+def test_a_spec_of_path_objects_is_the_spec_of_their_names():
+    """pathlib.Path models and grids were refused as 'models must list file paths, not PosixPath'."""
+    named = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY, None))
+    spec = sweep.SweepSpec(models=(Path(MLP),), chips=(1,), budgets=((606.68, 300.0),), grids=(Path(TINY), None))
+    assert spec == named and (spec.models, spec.grids) == ((MLP,), (TINY, None))
+    assert [sweep.configuration_id(c) for c in sweep.configurations(spec)] == \
+        [sweep.configuration_id(c) for c in sweep.configurations(named)]
+
+
+@pytest.mark.parametrize("out, kind", [(None, "NoneType"), (3, "int")])
+def test_a_records_file_that_is_no_text_path_is_refused_by_name(out, kind):
+    """None as the records file ended run_sweep and read_records in a TypeError of pathlib."""
+    for call in (lambda: sweep.run_sweep(SPEC, out, quiet=True), lambda: sweep.read_records(out)):
+        with pytest.raises(InvalidParameterError) as error:
+            call()
+        assert str(error.value) == f"out must be a file path (a str or os.PathLike), not {kind}"

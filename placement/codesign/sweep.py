@@ -57,6 +57,7 @@ from placement.jsonfile import (RepeatedKey, json_type_name, json_value_text, lo
 from placement.problem.instance import is_flag
 from placement.sigint import held_interrupts
 from placement import parameters
+from placement.whole_file import text_path
 from placement.wording import rounded_duration
 
 #: the keys of a configuration, in the order records show them
@@ -70,7 +71,8 @@ class SweepSpec:
     """The lists a sweep multiplies out, and the baselines each configuration also runs.
 
     ``budgets`` are ``(area_mm2, power_w)`` pairs, per chip; ``grids`` are grid files (or
-    ``None`` for the default grid); ``random_budget`` and ``seed`` set the random-search baseline.
+    ``None`` for the default grid); ``random_budget`` and ``seed`` set the random-search baseline. A model or
+    grid given as a path object (:class:`os.PathLike`) is held as its name (:func:`os.fspath`).
     """
 
     models: tuple[str, ...]
@@ -93,6 +95,9 @@ class SweepSpec:
         for name in ("models", "chips", "budgets", "grids", "objectives", "homogeneous"):
             if not getattr(self, name):
                 raise InvalidParameterError(name, "must list at least one value")
+        for name in ("models", "grids"):   # a path object as its name: a configuration records the name
+            object.__setattr__(self, name, tuple(os.fspath(value) if isinstance(value, os.PathLike) else value
+                                                 for value in getattr(self, name)))
         for name, allowed in (("models", (str,)), ("grids", (str, type(None)))):
             for value in getattr(self, name):
                 if not isinstance(value, allowed):
@@ -234,7 +239,7 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     last line that is no record's start, raises :class:`InvalidParameterError` (parameter ``out``)
     naming the line (the run cuts a record cut short off the file, and nothing else).
     """
-    path = Path(path)
+    path = Path(text_path(path, "out"))
     try:
         exists, regular = path.exists(), path.is_file()
     except OSError as exc:   # a name too long for the file system: no file to read or to write
@@ -548,7 +553,7 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
     elif not isinstance(spec, SweepSpec):
         raise InvalidParameterError("spec", f"must be a SweepSpec or the path of a sweep file, not "
                                             f"{type(spec).__name__}")
-    out = Path(out)
+    out = Path(text_path(out, "out"))
     parameters.integer("workers", workers, smallest=1, optional=True)
     if processes is not None:
         parameters.flag("processes", processes)
