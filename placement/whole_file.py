@@ -126,12 +126,13 @@ def replacing(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
         raise
 
 
-def text_path(path: Any, parameter: str) -> str:
+def text_path(path: Any, parameter: str, what: str = "a file path") -> str:
     """``path`` as :func:`os.fspath` gives it, where that is text (a ``str``, or an :class:`os.PathLike` of one);
-    :class:`~placement.errors.InvalidParameterError` about ``parameter`` otherwise (``None``, a number, bytes)."""
+    :class:`~placement.errors.InvalidParameterError` about ``parameter`` otherwise (``None``, a number, bytes),
+    which says that it must be ``what``."""
     name = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
     if not isinstance(name, str):
-        raise InvalidParameterError(parameter, f"must be a file path (a str or os.PathLike), not {type(path).__name__}")
+        raise InvalidParameterError(parameter, f"must be {what} (a str or os.PathLike), not {type(path).__name__}")
     return name
 
 

@@ -1202,3 +1202,17 @@ def test_a_records_file_that_is_no_text_path_is_refused_by_name(out, kind):
         with pytest.raises(InvalidParameterError) as error:
             call()
         assert str(error.value) == f"out must be a file path (a str or os.PathLike), not {kind}"
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("plots", 3, "plots must be a folder path (a str or os.PathLike), not int"),
+    ("task", 3, "task must be a function of one configuration or None, not int"),
+    ("scheduler", 3, "scheduler must be a Dask scheduler address, not 3"),
+    ("quiet", 1, "quiet must be True or False, not 1")])
+def test_a_sweep_option_of_the_wrong_kind_is_refused_by_name_before_any_work(tmp_path, option, value, message):
+    """plots=3 ended run_sweep in a TypeError of pathlib, task=3 in a TypeError on a worker, scheduler=3 in 'cannot
+    reach a Dask scheduler at 3: what answers is no Dask scheduler', and quiet=1 was taken for True."""
+    with pytest.raises(InvalidParameterError) as error:
+        sweep.run_sweep(SPEC, tmp_path / "records.jsonl", **{option: value})
+    assert str(error.value) == message
+    assert not (tmp_path / "records.jsonl").exists()

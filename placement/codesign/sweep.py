@@ -521,6 +521,20 @@ def _to_run(spec: SweepSpec, done: dict[str, Any], settings: Any) -> tuple[list[
     return todo, len(distinct)
 
 
+def _check_run_options(scheduler: Any, plots: Any, task: Any, quiet: Any) -> None:
+    """Refuse, before any work, a :func:`run_sweep` option of the wrong kind (:class:`InvalidParameterError`
+    naming it): a ``scheduler`` that is no address, ``plots`` that is no folder path, a ``task`` that cannot be
+    called, a ``quiet`` that is no flag."""
+    if scheduler is not None and (not isinstance(scheduler, str) or not scheduler):
+        raise InvalidParameterError("scheduler", f"must be a Dask scheduler address, not {scheduler!r}")
+    if plots is not None:
+        text_path(plots, "plots", "a folder path")
+    if task is not None and not callable(task):
+        raise InvalidParameterError("task", f"must be a function of one configuration or None, not "
+                                            f"{type(task).__name__}")
+    parameters.flag("quiet", quiet)
+
+
 def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str | None = None,
               workers: int | None = None, processes: bool | None = None, quiet: bool = False,
               plots: str | Path | None = None,
@@ -554,6 +568,7 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
         raise InvalidParameterError("spec", f"must be a SweepSpec or the path of a sweep file, not "
                                             f"{type(spec).__name__}")
     out = Path(text_path(out, "out"))
+    _check_run_options(scheduler, plots, task, quiet)
     parameters.integer("workers", workers, smallest=1, optional=True)
     if processes is not None:
         parameters.flag("processes", processes)
