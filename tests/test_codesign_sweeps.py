@@ -1216,3 +1216,20 @@ def test_a_sweep_option_of_the_wrong_kind_is_refused_by_name_before_any_work(tmp
         sweep.run_sweep(SPEC, tmp_path / "records.jsonl", **{option: value})
     assert str(error.value) == message
     assert not (tmp_path / "records.jsonl").exists()
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: baselines.fixed(MLP, 2, 606.68, 300, gird=TINY), "fixed() got an unexpected keyword argument 'gird'; "
+                                                              "did you mean 'grid'?"),
+    (lambda: baselines.wham(MLP, 2, 606.68, 300, top_kk=2), "wham() got an unexpected keyword argument 'top_kk'; "
+                                                            "did you mean 'top_k'?"),
+    (lambda: baselines.random_search(MLP, 2, 606.68, 300, budgte=2),
+     "random_search() got an unexpected keyword argument 'budgte'; did you mean 'budget'?"),
+    (lambda: sweep.run_sweep(SPEC, "records.jsonl", worker=1),
+     "run_sweep() got an unexpected keyword argument 'worker'; did you mean 'workers'?")])
+def test_a_misspelt_keyword_of_the_co_design_functions_names_the_one_meant(call, message):
+    """The baselines and run_sweep, which docs/codesign.md calls from Python, said only 'got an unexpected keyword
+    argument', where placement.codesign names the keyword meant."""
+    with pytest.raises(TypeError) as error:
+        call()
+    assert str(error.value) == message

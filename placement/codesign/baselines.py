@@ -263,6 +263,7 @@ def throughput_of(time_ms: float) -> float:
     return 1000.0 / time_ms if time_ms > 0 else math.inf
 
 
+@parameters.keywords_checked
 def fixed(model: Any, chips: int, area: float, power: float, *, grid: Any = None, objective: str = "throughput",
           max_ideals: int = DEFAULT_MAX_IDEALS) -> BaselineResult:
     """The TPU-like design (module docstring) on all ``chips``; an :class:`InvalidParameterError`
@@ -290,6 +291,7 @@ def _nearest(target: float, values: Sequence[float]) -> float:
     return min(values, key=lambda v: (abs(math.log(v / target)), v))
 
 
+@parameters.keywords_checked
 def random_search(model: Any, chips: int, area: float, power: float, *, grid: Any = None,
                   objective: str = "throughput", homogeneous: bool = False, budget: int = 64, seed: int = 0,
                   progress: Callable[[str], None] | None = None, max_ideals: int = DEFAULT_MAX_IDEALS
@@ -312,6 +314,7 @@ def random_search(model: Any, chips: int, area: float, power: float, *, grid: An
     return run.result("random", start, {"budget": budget, "seed": seed})
 
 
+@parameters.keywords_checked
 def wham(model: Any, chips: int, area: float, power: float, *, grid: Any = None, objective: str = "throughput",
          homogeneous: bool = False, top_k: int = 5, progress: Callable[[str], None] | None = None,
          max_ideals: int = DEFAULT_MAX_IDEALS) -> BaselineResult:

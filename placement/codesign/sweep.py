@@ -535,6 +535,7 @@ def _check_run_options(scheduler: Any, plots: Any, task: Any, quiet: Any) -> Non
     parameters.flag("quiet", quiet)
 
 
+@parameters.keywords_checked
 def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str | None = None,
               workers: int | None = None, processes: bool | None = None, quiet: bool = False,
               plots: str | Path | None = None,
