@@ -12,6 +12,7 @@ import sys
 from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import placement
@@ -812,6 +813,23 @@ def test_the_claims_of_a_plan_without_an_objective_are_for_throughput():
         "the plan file claims throughput 3; the verified value is 14",
         "the plan file claims a lower bound of 20, above the verified value 14")
     assert placement.verify(CHAIN4, document, objective="latency").notes == ()
+
+
+@pytest.mark.parametrize("number", [float, np.float32, np.int64])
+def test_the_claims_of_a_plan_document_of_numpy_numbers_are_the_numbers_they_hold(number):
+    """A plan document built in code with numpy numbers (as a plan's node ids may be) had each claim read as 'not a
+    number': a note said so of maxLoad, and the loads and the bound it claims went unchecked."""
+    document = {"maxLoad": number(1), "bound": number(20), "fpgas": [{"load": number(2), "nodes": [1, 2]},
+                                                                      {"load": number(5), "nodes": [3, 4]}]}
+    assert placement.verify(CHAIN4, document).notes == (
+        "the plan file claims throughput 1; the verified value is 7.5",
+        "the plan file records load 2 for fpgas[0] (device 0); the verified load is 7.5",
+        "the plan file records load 5 for fpgas[1] (device 1); the verified load is 7.5",
+        "the plan file claims a lower bound of 20, above the verified value 7.5")
+    # the devices it records it was solved on: one accelerator of 50 bytes, which the two the plan uses exceed
+    overridden = {"fpgas": document["fpgas"], "overrides": {"accelerators": np.int64(1), "memory": number(50)}}
+    assert placement.verify(CHAIN4, overridden).violations == ("device type accelerator: 2 devices used, but only "
+                                                               "1 exists",)
 
 
 def test_a_claim_that_is_not_finite_is_noted_as_unchecked_not_taken_as_no_claim():

@@ -294,13 +294,21 @@ def refuted_claims(path: str | Path | dict, objective: str, value: float | None,
         fields.append("maxLoad")
     for field in fields:
         raw = data.get(field)
-        readable = isinstance(raw, (int, float)) and not isinstance(raw, bool) and math.isfinite(raw)
-        if not (raw is None or readable):   # a file's are finite (load_json); a document's NaN is no claim
+        claim = recorded_figure(raw)
+        if raw is not None and (claim is None or not math.isfinite(claim)):   # a file's are finite (load_json)
             return FileClaims(None, other, field)
-        claim = float(raw) if raw is not None and raw >= 0 else None
+        claim = claim if claim is not None and claim >= 0 else None
         if claim is not None and value is not None and refutes(value, claim):
             return FileClaims(claim, other, None)
     return FileClaims(None, other, None)
+
+
+def recorded_figure(found: object) -> float | None:
+    """A figure a plan document records (a claimed value, bound or load) as a float, where it is a real number,
+    Python's or numpy's, as node ids are read (a bool or a string is none); else ``None``."""
+    if isinstance(found, bool) or not isinstance(found, numbers.Real):
+        return None
+    return float(found)
 
 
 def claimed_objective(record: dict) -> Any:
@@ -329,9 +337,8 @@ def load_notes(record: dict, source: str, loads: Mapping[int, float]) -> list[st
         entries += [(f"{field}[{i}] (device {k})", entry, k) for i, (entry, k) in enumerate(zip(listed, typed[kind]))]
     notes, noted = [], set()
     for name, entry, k in entries:
-        claim = entry.get("load") if isinstance(entry, dict) else None
-        if (k not in loads or not isinstance(claim, (int, float)) or isinstance(claim, bool)
-                or not math.isfinite(claim) or claim < 0):
+        claim = recorded_figure(entry.get("load")) if isinstance(entry, dict) else None
+        if k not in loads or claim is None or not math.isfinite(claim) or claim < 0:
             continue
         if refutes(loads[k], claim) and (k, claim) not in noted:
             noted.add((k, claim))   # a devices entry and its Tarnawski twin that claim the same: one note
@@ -382,9 +389,9 @@ def record_notes(plan: object, objective: str, value: float | None, instance_nam
                      f"{objective}, and its claimed value was not checked")
     elif claims.unreadable is not None:
         notes.append(f"{source}'s {claims.unreadable!r} is not a number; its claimed value was not checked")
-    bound = record.get("bound")
-    if (claimed_objective(record) == objective and value is not None and isinstance(bound, (int, float))
-            and not isinstance(bound, bool) and bound > value * (1 + CLAIM_REL) + CLAIM_ABS):
+    bound = recorded_figure(record.get("bound"))
+    if (claimed_objective(record) == objective and value is not None and bound is not None
+            and bound > value * (1 + CLAIM_REL) + CLAIM_ABS):
         notes.append(f"{source} claims a lower bound of {bound:.10g}, above the verified value {value:.10g}")
     if claims.instance is not None:
         notes.append(f"{source} was made for instance {claims.instance!r}, not {instance_name!r}")
@@ -592,8 +599,9 @@ def read_overrides(plan: object) -> tuple[dict[str, Any], list[str]]:
         value = record.get(name)
         if name != "memory":   # a device count, read as the recorded stage count is
             value = whole_number(value)
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            value = None
+        else:
+            value = recorded_figure(value)
+            value = value if value is not None and math.isfinite(value) else None
         if value is not None and value >= 0:
             found[name] = value
     return found, [f"{name!r}: {json_value_text(value)}" for name, value in record.items() if name not in found]
