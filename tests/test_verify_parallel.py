@@ -364,3 +364,21 @@ def test_a_plan_of_devices_given_for_a_piper_instance_is_named_as_such():
                 f"a plan file path), not {what}"
                 + ("" if what == "int" else ": it places nodes on devices, as plans of instances without data- and "
                                             "tensor-parallel stages do"))
+
+
+def test_a_plan_document_of_numpy_numbers_is_the_document_of_the_numbers_they_hold():
+    """A plan document built in code with numpy numbers had its memory refused ('the plan's 'memory' must be a
+    number of bytes, not int64') by verify and simulate, and its forwardShare by simulate."""
+    import numpy as np
+
+    from tests.test_simulate_parallel import chain
+
+    inst = chain([1.0, 2.0])
+    document = json.loads(json.dumps(placement.solve(inst, devices=2, schedule="1f1b").to_json()))
+    typed = {**document, "devices": np.int64(document["devices"]), "memory": np.int64(document["memory"]),
+             "forwardShare": np.float32(0.5)}
+    check = placement.verify(inst, typed)
+    assert (check.valid, check.memory, check.notes) == (True, document["memory"], ())
+    run = placement.simulate(inst, typed)
+    assert (run.forward_share, run.time_per_batch) == \
+        (0.5, placement.simulate(inst, {**document, "forwardShare": 0.5}).time_per_batch)

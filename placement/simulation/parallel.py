@@ -52,6 +52,7 @@ import numpy as np
 
 from placement.errors import InvalidParameterError, InvalidPlanError, LimitExceededError
 from placement.io.piper import PiperInstance
+from placement.io.plans import recorded_figure
 from placement.jsonfile import json_value_text
 from placement.parameters import integer, number, one_of
 from placement.simulation.engine import ORDERED, Deadlock, TaskGraph, compiles_first, compiling, execute
@@ -287,9 +288,11 @@ def read_parallel_plan(source: Any) -> tuple[Any, Any, float | None]:
     elif devices is not None:   # a record that says something else, or a count of no device (solve refuses it)
         raise InvalidPlanError(f"the plan's 'devices' must be a device count or counts per device type, not "
                                f"{_shown(devices)}")
-    if memory is not None and not (isinstance(memory, (int, float)) and not isinstance(memory, bool)
-                                   and math.isfinite(memory) and memory >= 0):
-        raise InvalidPlanError(f"the plan's 'memory' must be a number of bytes, not {json_value_text(memory)}")
+    if memory is not None:
+        figure = recorded_figure(memory)
+        if figure is None or not math.isfinite(figure) or figure < 0:
+            raise InvalidPlanError(f"the plan's 'memory' must be a number of bytes, not {json_value_text(memory)}")
+        memory = memory if type(memory) in (int, float) else figure   # numpy's numbers as the floats they hold
     return plan, devices, memory
 
 
@@ -310,10 +313,11 @@ def recorded_forward_share(source: Any) -> float | None:
     share = record.get("forwardShare", source.get("forwardShare"))
     if share is None:
         return None
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+    figure = recorded_figure(share)
+    if figure is None or not 0 <= figure <= 1:
         raise InvalidPlanError(f"the plan's 'forwardShare' must be a number from 0 to 1 (the forward's share of "
                                f"each node's time per sample), not {json_value_text(share)}")
-    return float(share)
+    return figure
 
 
 def _shown(value: Any) -> str:
