@@ -382,3 +382,18 @@ def test_a_plan_document_of_numpy_numbers_is_the_document_of_the_numbers_they_ho
     run = placement.simulate(inst, typed)
     assert (run.forward_share, run.time_per_batch) == \
         (0.5, placement.simulate(inst, {**document, "forwardShare": 0.5}).time_per_batch)
+
+
+def test_a_claim_in_numpy_s_numbers_is_written_as_the_number_it_holds():
+    """A refuted claim of a plan document built with numpy numbers read 'claims value np.float32(1.0)'."""
+    import numpy as np
+
+    from tests.test_simulate_parallel import chain
+
+    inst = chain([1.0, 2.0])
+    document = json.loads(json.dumps(placement.solve(inst, devices=2, schedule="1f1b").to_json()))
+    value = document["value"]
+    notes = placement.verify(inst, {**document, "value": np.float32(1.0), "bound": np.int64(9)}).notes
+    assert notes == (f"the plan file claims value 1.0 (largest time per sample); the verified one is {value!r}",
+                     f"the plan file claims a lower bound of 9 (largest time per sample), above the verified value "
+                     f"{value!r}")

@@ -190,7 +190,8 @@ def _bound_refuted(bound: Any, what: str, value: float | None) -> list[str]:
     if (value is None or isinstance(bound, bool) or not isinstance(bound, numbers.Real) or math.isnan(bound)
             or bound <= value * (1 + CLAIM_TOLERANCE) + 1e-300):
         return []
-    return [f"the plan file claims a lower bound of {bound!r} ({what}), above the verified value {value!r}"]
+    return [f"the plan file claims a lower bound of {_as_written(bound)!r} ({what}), above the verified value "
+            f"{value!r}"]
 
 
 def _refuted(claim: Any, key: str, where: str, what: str, value: float | None) -> list[str]:
@@ -203,8 +204,13 @@ def _refuted(claim: Any, key: str, where: str, what: str, value: float | None) -
         return [f"the plan file's {where}{key!r} is not a number: {json.dumps(claim, default=repr)[:40]}; its "
                 f"claimed {what} was not checked"]
     if value is not None and not math.isclose(claim, value, rel_tol=CLAIM_TOLERANCE, abs_tol=1e-300):
-        return [f"the plan file claims {where}{key} {claim!r} ({what}); the verified one is {value!r}"]
+        return [f"the plan file claims {where}{key} {_as_written(claim)!r} ({what}); the verified one is {value!r}"]
     return []
+
+
+def _as_written(figure: numbers.Real) -> numbers.Real:
+    """A claimed figure as a plan file writes it: one of numpy's numbers as the Python number it holds."""
+    return figure.item() if hasattr(figure, "item") else figure
 
 
 __all__ = ["CLAIM_TOLERANCE", "ParallelVerification", "check_parallel_plan", "evaluate_plan", "refuted_claims",
