@@ -1441,3 +1441,36 @@ def test_a_program_whose_state_the_graph_module_cannot_hold_is_refused_by_name()
         "program has a submodule named 'graph', which torch.fx.GraphModule uses for an attribute of its own: torch "
         "cannot make a module of the exported program (ExportedProgram.module(), from which the stages and "
         "torch.distributed.pipelining.pipeline() are built); rename the submodule"))
+
+
+def test_the_exporters_take_a_plan_as_placement_split_does_and_refuse_what_is_none_by_name():
+    """A Result (docs/pytorch.md passes result.to_plan()), a plan document or a plan file name ended the exporters in
+    an AttributeError ('Result' object has no attribute 'devices'), as did a layout or an instance that is none, and
+    read_layout and read_plan of None in a TypeError."""
+    from pathlib import Path
+
+    import placement
+    from placement.io.exporters import in_pipeline_order, read_layout, split_spec
+    from placement.io.plans import read_plan
+
+    gpt2 = str(Path(__file__).resolve().parents[1] / "instances" / "models" / "gpt2-inference.json")
+    lay, result = read_layout(gpt2), placement.solve(gpt2, cpus=0)
+    expected = split_points(lay, result.to_plan())
+    assert expected == ["transformer.h.4", "transformer.h.8", "transformer.ln_f"]
+    for given in (result, result.plan, result.to_json()):
+        assert split_points(lay, given) == expected and split_spec(lay, given).keys() == set(expected)
+        assert in_pipeline_order(placement.load(gpt2), given) == (result.to_plan(), None)
+    for call, message in [
+            (lambda: split_points(None, result), "layout must be a Layout (read_layout reads one from an instance file "
+                                                 "the model importers wrote), not NoneType"),
+            (lambda: in_pipeline_order(gpt2, result), "problem must be an Instance (placement.load reads one from a "
+                                                      "file), not str"),
+            (lambda: layout_from_instance(gpt2), "data must be the decoded document of an instance file the model "
+                                                 "importers wrote (read_layout reads the file), not str"),
+            (lambda: read_layout(None), "path must be a file path (a str or os.PathLike), not NoneType"),
+            (lambda: read_plan(None), "path must be a file path (a str or os.PathLike), not NoneType"),
+            (lambda: split_points(lay, 3), "plan must be a Plan, a Result or its plan, a plan document (dict) or a "
+                                           "plan file path, not int")]:
+        with pytest.raises(InvalidParameterError) as error:
+            call()
+        assert str(error.value) == message

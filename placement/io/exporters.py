@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
 from placement.errors import InvalidInstanceError, InvalidParameterError
+from placement.io.plans import as_plan
 from placement.jsonfile import json_type_name, load_json
 from placement.plan import Plan
 from placement.problem.instance import CPU, Instance
@@ -123,8 +124,12 @@ class Layout:
 
 
 def layout_from_instance(data: Any) -> Layout:
-    """The :class:`Layout` recorded in an instance made by the importers."""
-    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
+    """The :class:`Layout` recorded in an instance made by the importers (its decoded document; ``data`` that is
+    no document is an :class:`InvalidParameterError`)."""
+    if not isinstance(data, dict):
+        raise InvalidParameterError("data", "must be the decoded document of an instance file the model importers "
+                                            f"wrote (read_layout reads the file), not {type(data).__name__}")
+    if not isinstance(data.get("nodes"), list):
         raise InvalidInstanceError("the instance has no node list")
     forward: list[LayoutNode] = []
     mates: dict[int, int] = {}
@@ -241,8 +246,9 @@ def read_layout(path: str | Path | dict, source: str | None = None) -> Layout:
     file ``source`` where it was one); errors name the file. The instance is validated first (as
     :func:`placement.load` does), so its ids and edges are sound."""
     from placement.io.tarnawski import parse_instance
+    from placement.whole_file import text_path
 
-    data = path if isinstance(path, dict) else load_json(path, InvalidInstanceError)
+    data = path if isinstance(path, dict) else load_json(text_path(path, "path"), InvalidInstanceError)
     named = source if isinstance(path, dict) else str(path)
     try:
         parse_instance(data)
@@ -271,6 +277,10 @@ def in_pipeline_order(problem: Instance, plan: Plan) -> tuple[Plan, tuple[int, .
     order, or no pipeline order exists: the exporters then say what reads backwards)."""
     from placement.verification.contiguity import pipeline_order
 
+    if not isinstance(problem, Instance):
+        raise InvalidParameterError("problem", "must be an Instance (placement.load reads one from a file), "
+                                               f"not {type(problem).__name__}")
+    plan = as_plan(plan)
     order = pipeline_order(problem, plan)
     if order is None or list(order) == list(range(len(plan.devices))):
         return plan, None
@@ -278,6 +288,14 @@ def in_pipeline_order(problem: Instance, plan: Plan) -> tuple[Plan, tuple[int, .
 
 
 def _typed_stages(layout: Layout, plan: Plan) -> list[tuple[str, list[int]]]:
+    """The device type and the forward node ids of each device of ``plan`` (a :class:`Plan`, or what
+    :func:`placement.io.plans.as_plan` reads: a ``Result``, a plan document or file) that holds any, in the plan's
+    order, each in program order; :class:`InvalidParameterError` where ``layout`` is no :class:`Layout` or the plan
+    does not place the forward nodes once each and each backward node with its forward mate."""
+    if not isinstance(layout, Layout):
+        raise InvalidParameterError("layout", "must be a Layout (read_layout reads one from an instance file the "
+                                              f"model importers wrote), not {type(layout).__name__}")
+    plan = as_plan(plan)
     known = {node.id for node in layout.nodes}
     where: dict[int, int] = {}
     result: list[tuple[str, list[int]]] = []

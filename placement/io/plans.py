@@ -240,8 +240,11 @@ def plan_source(plan: object) -> str | None:
 
 def read_plan(path: str | Path, max_bytes: int = MAX_INPUT_BYTES) -> Plan:
     """Read a plan file (Tarnawski's format or ours); errors name the file. A file longer than
-    ``max_bytes`` raises :class:`placement.errors.LimitExceededError`."""
-    data = load_json(path, InvalidPlanError, max_bytes)    # no number in it may be NaN or infinite
+    ``max_bytes`` raises :class:`placement.errors.LimitExceededError`, a ``path`` that is no file path an
+    :class:`InvalidParameterError`."""
+    from placement.whole_file import text_path
+
+    data = load_json(text_path(path, "path"), InvalidPlanError, max_bytes)    # no number may be NaN or infinite
     try:
         return parse_plan(data)
     except InvalidPlanError as exc:
