@@ -255,3 +255,25 @@ def test_another_document_given_as_a_catalogue_is_named(tmp_path, document, what
         load_catalogue([path])
     assert str(err.value) == (f"{path}: the document is {what}, not a device catalogue, which has an object "
                               "'devices' (id -> device)")
+
+
+def test_numpy_counts_are_the_counts_they_hold():
+    """accelerators=np.int64(4) was refused as 'must be a non-negative integer, not np.int64(4)', where every other
+    count of the package takes numpy's integers."""
+    import numpy as np
+
+    platform = make_platform("h100", "epyc-7763", accelerators=np.int64(4), cpus=np.int32(1))
+    assert (platform.accelerators, platform.cpus) == (4, 1)
+    assert type(platform.accelerators) is int and type(platform.cpus) is int
+
+
+@pytest.mark.parametrize("catalogues, message", [
+    (None, "catalogues must be a list of catalogue files, not NoneType"),
+    (3, "catalogues must be a list of catalogue files, not int"),
+    ([None], "catalogues must list catalogue file paths, not NoneType")])
+def test_catalogues_that_are_no_list_of_files_are_refused_by_name(catalogues, message):
+    """None as the catalogues, or as one of them, ended make_platform in a TypeError ('NoneType' object is not
+    iterable; expected str, bytes or os.PathLike object)."""
+    with pytest.raises(InvalidParameterError) as error:
+        make_platform("h100", "epyc-7763", catalogues=catalogues)
+    assert str(error.value) == message

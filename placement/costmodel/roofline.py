@@ -49,8 +49,10 @@ another document of this package (a plan, an instance), named as what it is.
 
 from __future__ import annotations
 
+import collections.abc
 import math
 import numbers
+import os
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -59,6 +61,7 @@ from typing import Any, Iterable
 from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.jsonfile import json_type_name, json_value_text, load_json
 from placement.misspelling import misspelling_message, misspelt_field
+from placement.parameters import integer
 
 #: Data types the catalogue may give peaks for, with their element sizes in bytes.
 ELEMENT_BYTES: dict[str, int] = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
@@ -259,6 +262,8 @@ def load_catalogue(paths: Iterable[str | Path] = ()) -> dict[str, DeviceSpec]:
     compared case-insensitively, as :func:`find_device` looks them up)."""
     catalogue = bundled_catalogue()
     for path in paths:
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidParameterError("catalogues", f"must list catalogue file paths, not {type(path).__name__}")
         for device_id, spec in read_catalogue(path).items():
             for key in [key for key in catalogue if key.lower() == device_id.lower()]:
                 del catalogue[key]
@@ -302,9 +307,8 @@ class Platform:
                                                        f"(a {self.accelerator.kind})")
         if self.cpu.kind != "cpu":
             raise InvalidParameterError("cpu", f"must be a CPU, not device {self.cpu.id!r} (an {self.cpu.kind})")
-        for what, count in (("accelerators", self.accelerators), ("cpus", self.cpus)):
-            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                raise InvalidParameterError(what, f"must be a non-negative integer, not {count!r}")
+        for what in ("accelerators", "cpus"):   # numpy's integers as the ints they hold
+            object.__setattr__(self, what, integer(what, getattr(self, what)))
         if self.accelerators + self.cpus == 0:
             raise InvalidParameterError("accelerators", "must be at least 1 when there are no CPUs: a platform needs "
                                                         "at least one device")
@@ -331,6 +335,9 @@ def make_platform(accelerator: str = DEFAULT_ACCELERATOR, cpu: str = DEFAULT_CPU
     if isinstance(catalogues, (str, Path)):   # iterated, a path's characters were read as file names
         raise InvalidParameterError("catalogues", f"must be a list of catalogue files, not the one path "
                                                   f"{str(catalogues)!r}: give [{str(catalogues)!r}]")
+    if not isinstance(catalogues, collections.abc.Iterable):
+        raise InvalidParameterError("catalogues", f"must be a list of catalogue files, not "
+                                                  f"{type(catalogues).__name__}")
     catalogue = load_catalogue(catalogues)
     return Platform(find_device(catalogue, accelerator, "accelerator"), find_device(catalogue, cpu, "cpu"),
                     accelerators, cpus, memory, link)
