@@ -12,16 +12,17 @@ import platform
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from placement.cli.options import integer_at_least, positive_float, positive_int
-from placement.errors import SolverUnavailableError
+from placement.errors import InvalidInstanceError, SolverUnavailableError
+from placement.io.tarnawski import read_instance
 from placement.jsonfile import strict_json
 from placement.solvers.milp.backends import check_backend_available
 from placement.whole_file import probe_writable
 
 __all__ = ["integer_at_least", "positive_float", "positive_int", "refuse", "cannot_write", "milp_unavailable",
-           "cpu_model", "machine", "merged_rows", "kept_table", "write_json"]
+           "read_instances", "cpu_model", "machine", "merged_rows", "kept_table", "write_json"]
 
 CPUINFO = Path("/proc/cpuinfo")
 
@@ -61,6 +62,16 @@ def milp_unavailable(backend: str = "cp-sat") -> str | None:
     except SolverUnavailableError as exc:
         return str(exc)
     return None
+
+
+def read_instances(files: Iterable[Path]) -> tuple[dict, str | None]:
+    """Every instance file of ``files`` read and validated, before a run measures anything: the instances by
+    path, and None, or, at the first file that is no instance, nothing and the library's reason (which names
+    the file) for the one-line refusal, where the run would have stopped there with a traceback."""
+    try:
+        return {path: read_instance(path) for path in files}, None
+    except InvalidInstanceError as exc:
+        return {}, str(exc)
 
 
 def _probe(path: Path, folder: bool, parents: bool) -> None:

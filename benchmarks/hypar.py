@@ -7,8 +7,8 @@ paper row compares VGG-A on 16 accelerators with the totals HyPar (HPCA 2019) re
 
 Part 2 solves every throughput instance of Tarnawski et al. (read from
 ``../shared/tarnawski/throughput-inputs``, or ``--instances``; skipped when the default folder is absent,
-or with ``--no-ledger``, keeping the JSON file's rows; ``--instances`` given and not a folder is refused
-before any work) with the DP and checks the
+or with ``--no-ledger``, keeping the JSON file's rows; ``--instances`` given and not a folder, or a file
+there that is no instance, is refused before any work) with the DP and checks the
 communication ledger of the optimal plan against the communication the load model charged.
 Where they disagree, the column "mate costs" says whether every boundary node at fault is a
 backward node charged exactly its forward mate's transfer cost (the published training layer
@@ -35,7 +35,7 @@ from placement.solvers.hypar import PLANNERS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (cannot_write, integer_at_least, kept_table, machine,  # noqa: E402  (beside this script)
-                    merged_rows, positive_int, refuse)
+                    merged_rows, positive_int, read_instances, refuse)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
@@ -103,9 +103,8 @@ def paper_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
-def ledger_rows(instances: Path) -> list[dict]:
-    """Part 2: the communication ledger of the DP's optimal plan on every instance under ``instances``."""
-    from placement.io.tarnawski import read_instance
+def ledger_rows(problems: dict) -> list[dict]:
+    """Part 2: the communication ledger of the DP's optimal plan on every instance of ``problems`` (by path)."""
     from placement.solvers.dp import solve_dp
     from placement.verification.ledger import AGREES, DISAGREES, NOT_CHARGED, communication_ledger
 
@@ -114,8 +113,7 @@ def ledger_rows(instances: Path) -> list[dict]:
               f"{'disagree':>8} {'off nodes':>9} {'mate costs':>10} {'ledger ms':>9}")
     print(header)
     print("-" * len(header))
-    for path in sorted(instances.rglob("*.json")):
-        problem = read_instance(path)
+    for path, problem in problems.items():
         plan = solve_dp(problem).plan
         start = time.perf_counter()
         ledger = communication_ledger(problem, plan)
@@ -136,7 +134,8 @@ def ledger_rows(instances: Path) -> list[dict]:
                "agrees": ledger.agrees, "disagreements": list(ledger.disagreements),
                "ledger_s": elapsed}
         rows.append(row)
-        print(f"{row['instance']:36} {row['devices']:>7} {rho.value:>14.6g} {f'{rho.supporting}/{rho.sized}':>14} "
+        per_byte = "-" if rho.value is None else f"{rho.value:.6g}"   # None: no edge carries a tensor size
+        print(f"{row['instance']:36} {row['devices']:>7} {per_byte:>14} {f'{rho.supporting}/{rho.sized}':>14} "
               f"{row['agreeing_devices']:>6} {row['disagreeing_devices']:>8} {len(off):>9} "
               f"{('yes' if explained else 'NO') if off else '-':>10} {elapsed * 1e3:>9.2f}",
               flush=True)
@@ -162,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.instances is not None and not args.instances.is_dir():
         return refuse(f"--instances {args.instances}: no such folder")
     instances = DEFAULT_INSTANCES if args.instances is None else args.instances
+    run_ledger = not args.no_ledger and instances.is_dir()
+    problems, unreadable = read_instances(sorted(instances.rglob("*.json")) if run_ledger else [])
+    if unreadable:
+        return refuse(unreadable)
     types = partition_types(args.types)
 
     print(f"Part 1: bytes per training step (4 bytes per element, both sides of a pair), batch {args.batch}, "
@@ -176,8 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     ledger: list[dict] = []
     if not args.no_ledger:
         print("\nPart 2: the communication ledger of the DP's optimal plan on the published throughput instances\n")
-        if instances.is_dir():
-            ledger = ledger_rows(instances)
+        if run_ledger:
+            ledger = ledger_rows(problems)
         else:
             print(f"no instances at {instances} (the published instances live in ../shared); skipped")
     ledger = ledger or kept_table(args.json, "ledger")   # part 2 not run: the file's rows stay

@@ -16,7 +16,8 @@ bound, gap and seconds, as medians over ``--repeat`` runs (the status column say
 optimality; objective, bound and gap are none where any run has none, as a run that found no plan, and the
 JSON keeps each run's objective), and the model size. An instance whose DP reference ``--max-ideals`` refuses
 is not solved: its rows have status ``refused`` and the DP's reason as their message, a note on standard error
-says so, and the run goes on. A row prints as soon as it is done; the whole table is printed at the end with
+says so, and the run goes on. Every file is read before any work: one that is no instance is refused, one
+line naming it. A row prints as soon as it is done; the whole table is printed at the end with
 the machine and its load average, and written as JSON: the run's rows are merged into the file, replacing rows
 of the same instance, class, objective, backend and time limit (a refused row replaces none), so a run of some
 instances or settings keeps the others' rows and long runs can go one at a time (``--fresh`` writes this run's
@@ -42,7 +43,6 @@ from pathlib import Path
 
 import placement
 from placement.errors import LimitExceededError
-from placement.io.tarnawski import read_instance
 from placement.problem.bounds import latency_lower_bound
 from placement.problem.path_bound import latency_path_bound
 from placement.solvers.milp.backends import backend_availability
@@ -51,7 +51,7 @@ from placement.verification.latency import evaluate_latency
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (cannot_write, machine, merged_rows, milp_unavailable,  # noqa: E402  (beside this script)
-                    positive_float, positive_int, refuse)
+                    positive_float, positive_int, read_instances, refuse)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "tarnawski"
@@ -133,11 +133,11 @@ def instance_files(root: Path, match: str) -> list[Path]:
     return sorted(p for p in root.rglob("*.json") if match in str(p))
 
 
-def throughput(args: argparse.Namespace, files: list[Path], backends: list[str]) -> list[dict]:
-    """The frontier rows of the throughput objectives on ``files``, each printed as it is done."""
+def throughput(args: argparse.Namespace, problems: dict, backends: list[str]) -> list[dict]:
+    """The frontier rows of the throughput objectives on ``problems`` (instances by path), each printed as it is
+    done."""
     rows = []
-    for path in files:
-        problem = read_instance(path)
+    for path, problem in problems.items():
         name = f"{path.parent.name}/{path.stem}"
         try:
             dp = placement.solve(problem, method="dp", max_ideals=args.max_ideals)
@@ -165,11 +165,11 @@ def throughput(args: argparse.Namespace, files: list[Path], backends: list[str])
     return rows
 
 
-def latency(args: argparse.Namespace, files: list[Path], backends: list[str]) -> list[dict]:
-    """The frontier rows of the latency objective on ``files``, each printed as it is done."""
+def latency(args: argparse.Namespace, problems: dict, backends: list[str]) -> list[dict]:
+    """The frontier rows of the latency objective on ``problems`` (instances by path), each printed as it is
+    done."""
     rows = []
-    for path in files:
-        problem = read_instance(path)
+    for path, problem in problems.items():
         name = f"{path.parent.name}/{path.stem}"
         start = default_warm_start(problem, args.max_ideals, objective="latency")
         start_latency = evaluate_latency(problem, start).latency if start is not None else None
@@ -220,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     if not files:
         return refuse(f"no instance under {root} matches --match {args.match!r}" if args.match
                       else f"no instance files (*.json) under {root}")
+    problems, unreadable = read_instances(files)
+    if unreadable:
+        return refuse(unreadable)
     available = [name for name, ok, _ in backend_availability() if ok]
     backends = args.backends or [b for b in available if ":" not in b]
     if not backends:   # none can run here: what the default backend lacks, and what to install
@@ -230,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     print(f"machine: {machine()}", flush=True)
     print(header(), flush=True)
-    rows = latency(args, files, backends) if args.latency else throughput(args, files, backends)
+    rows = latency(args, problems, backends) if args.latency else throughput(args, problems, backends)
     print()
     print(header())
     for row in rows:

@@ -28,8 +28,8 @@ max load. A streamed run that has not settled into a periodic steady state withi
 (its period is none: the time per sample is the average slope over the window, docs/simulator.md) is
 not checked; a note on standard error names it. The exit status is 1 where a check fails, after the
 JSON is written, with one line per failure saying which row and what figure exceeded what.
-``--instances`` given and not a folder is refused (without it, absent published instances skip parts
-2 and 3 with a note).
+``--instances`` given and not a folder, or a file there that is no instance, is refused before any work
+(without it, absent published instances skip parts 2 and 3 with a note).
 
     python benchmarks/simulate.py [--microbatches 1000] [--repeat 3] [--only-scale]
                                   [--json benchmarks/results/simulate.json]
@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from child import run_child  # noqa: E402
-from common import cannot_write, kept_table, machine, positive_int, refuse  # noqa: E402
+from common import cannot_write, kept_table, machine, positive_int, read_instances, refuse  # noqa: E402
 from placement.io.tarnawski import read_instance  # noqa: E402
 from placement.simulation import simulate_pipeline  # noqa: E402
 from placement.simulation.engine import execute  # noqa: E402
@@ -128,7 +128,9 @@ def engine_rows(microbatches: int, repeat: int) -> list[dict]:
     return rows
 
 
-def stream_rows(instances: Path, microbatches: int) -> list[dict]:
+def stream_rows(instances: Path, problems: dict, microbatches: int) -> list[dict]:
+    """Part 2: the DP's plan of every instance of ``problems`` (by path; read from the folder ``instances``)
+    streamed for ``microbatches`` micro-batches, each row printed as it is done; none where the folder is absent."""
     if not instances.is_dir():
         print(f"\nno instances at {instances} (the published instances live in ../shared); stream check skipped")
         return []
@@ -138,8 +140,7 @@ def stream_rows(instances: Path, microbatches: int) -> list[dict]:
     print(header)
     print("-" * len(header))
     rows = []
-    for path in sorted(instances.rglob("*.json")):
-        problem = read_instance(path)
+    for path, problem in problems.items():
         start = time.perf_counter()
         solution = solve_dp(problem)
         solve_s = time.perf_counter() - start
@@ -246,8 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.instances is not None and not args.instances.is_dir():
         return refuse(f"--instances {args.instances}: no such folder")
     instances = DEFAULT_INSTANCES if args.instances is None else args.instances
+    streamed = not args.only_scale and instances.is_dir()
+    problems, unreadable = read_instances(sorted(instances.rglob("*.json")) if streamed else [])
+    if unreadable:
+        return refuse(unreadable)
     engines = kept_table(args.json, "engines") if args.only_scale else engine_rows(args.microbatches, args.repeat)
-    measured = [] if args.only_scale else stream_rows(instances, args.microbatches)
+    measured = [] if args.only_scale else stream_rows(instances, problems, args.microbatches)
     failed = failures([] if args.only_scale else engines, measured)   # this run's rows: kept ones were checked
     streams = measured or kept_table(args.json, "streams")   # skipped: the file's rows stay
     scale = scale_rows(instances, args.scale_microbatches, args.baseline_microbatches, args.repeat)

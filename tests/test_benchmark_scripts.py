@@ -985,3 +985,51 @@ def test_torch_costs_without_its_extras_says_what_to_install(tmp_path, module):
     assert refused(done) == (f"error: {module} cannot be imported here; this benchmark needs torch, onnx, "
                              "onnxscript and pytest: pip install 'placement[torch,onnx,test]'")
     assert not out.exists() and done.stdout == ""
+
+
+# ------------------------------------------------------------------------------------------------
+# instance folders given by --instances: every file is read before any work
+
+
+def tiny_folder(base: Path, *names: str) -> Path:
+    """A folder of instances, ``base/tiny``, holding copies of the bundled tiny instances ``names``."""
+    (base / "tiny").mkdir(parents=True)
+    for name in names:
+        shutil.copy(ROOT / "instances" / "tiny" / f"{name}.json", base / "tiny")
+    return base
+
+
+def test_hypar_ledger_of_an_instance_without_tensor_sizes(tmp_path, capsys):
+    # no edge of unmirrored-backward carries a tensor size, so the time per byte is unknown: its row stopped
+    # the benchmark with a TypeError (None formatted as a number)
+    folder = tiny_folder(tmp_path, "unmirrored-backward")
+    out = tmp_path / "hypar.json"
+    assert hypar_benchmark.main(["--max-accelerators", "2", "--repeat", "1", "--instances", str(folder),
+                                 "--json", str(out)]) == 0
+    [row] = json.loads(out.read_text())["ledger"]
+    assert (row["instance"], row["time_per_byte"], row["sized"], row["agrees"]) == (
+        "tiny/unmirrored-backward", None, 0, True)
+    assert capsys.readouterr().out.splitlines()[-3].split()[:8] == [
+        "tiny/unmirrored-backward", "2", "-", "0/0", "0", "0", "0", "-"]
+
+
+NOT_AN_INSTANCE = [
+    ("hypar.py", ["--max-accelerators", "2", "--repeat", "1"], "--json"),
+    ("simulate.py", ["--microbatches", "10", "--repeat", "1"], "--json"),
+    ("milp.py", ["--time-limit", "5", "--backends", "cp-sat", "--contiguity", "stages"], "--json"),
+    ("milp.py", ["--latency", "--time-limit", "5", "--backends", "cp-sat", "--calls", "1"], "--json"),
+]
+
+
+@pytest.mark.parametrize(("script", "args", "option"), NOT_AN_INSTANCE,
+                         ids=[f"{c[0]} {c[1][0]}" for c in NOT_AN_INSTANCE])
+def test_a_file_under_instances_that_is_no_instance_is_refused_before_any_work(tmp_path, script, args, option):
+    # it stopped with the library's InvalidInstanceError and a traceback when the run reached the file, after
+    # the work before it
+    folder = tiny_folder(tmp_path, "chain4")
+    (folder / "tiny" / "notes.json").write_text('{"nodes": 3}')
+    out = tmp_path / "x.json"
+    done = run(script, *args, "--instances", str(folder), option, str(out))
+    assert refused(done) == f"error: {folder / 'tiny' / 'notes.json'}: instance: missing field 'edges'"
+    assert not out.exists() and done.stdout == ""
+
