@@ -5,7 +5,8 @@ Throughput (default): for every instance under ``--instances`` (default
 ``stages`` and the warm start, unless ``--cold``), then the MILP for each contiguity
 class and backend with the given time limit. Latency (``--latency``): every instance
 under ``../shared/tarnawski/latency-inputs``, for each number of calls per accelerator
-and backend, warm-started from the MILP's latency start (the best of the chain DP's pipeline, the
+and backend (the inference graphs of a folder given as ``--instances``: its training graphs are left out,
+and a note names them), warm-started from the MILP's latency start (the best of the chain DP's pipeline, the
 latency greedy, the latency chain DP, the module-chain plan and every node on one device of a type
 that takes them all, each with one call per device); the reference
 column is that starting plan's latency, and the instance's critical-path and path bounds
@@ -165,9 +166,16 @@ def throughput(args: argparse.Namespace, problems: dict, backends: list[str]) ->
     return rows
 
 
+def inference_graphs(problems: dict) -> tuple[dict, list[str]]:
+    """The instances of ``problems`` (by path) that the latency objective takes, the inference graphs, and the
+    names of the training graphs left out."""
+    kept = {path: problem for path, problem in problems.items() if not problem.is_training}
+    return kept, [f"{path.parent.name}/{path.stem}" for path in problems if path not in kept]
+
+
 def latency(args: argparse.Namespace, problems: dict, backends: list[str]) -> list[dict]:
-    """The frontier rows of the latency objective on ``problems`` (instances by path), each printed as it is
-    done."""
+    """The frontier rows of the latency objective on ``problems`` (inference graphs by path), each printed as it
+    is done."""
     rows = []
     for path, problem in problems.items():
         name = f"{path.parent.name}/{path.stem}"
@@ -223,6 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     problems, unreadable = read_instances(files)
     if unreadable:
         return refuse(unreadable)
+    if args.latency:
+        problems, training = inference_graphs(problems)
+        if not problems:
+            return refuse(f"no inference graph under {root}{f' matches --match {args.match!r}' if args.match else ''}"
+                          ": the latency objective is for inference graphs")
+        if training:
+            print(f"note: {len(training)} training graph(s) left out, the latency objective is for inference graphs: "
+                  f"{', '.join(training)}", file=sys.stderr, flush=True)
     available = [name for name, ok, _ in backend_availability() if ok]
     backends = args.backends or [b for b in available if ":" not in b]
     if not backends:   # none can run here: what the default backend lacks, and what to install

@@ -1033,3 +1033,19 @@ def test_a_file_under_instances_that_is_no_instance_is_refused_before_any_work(t
     assert refused(done) == f"error: {folder / 'tiny' / 'notes.json'}: instance: missing field 'edges'"
     assert not out.exists() and done.stdout == ""
 
+
+def test_milp_latency_leaves_out_the_training_graphs_of_a_folder(tmp_path):
+    # the first training graph stopped the run with InvalidParameterError and a traceback ("'latency' is for
+    # inference graphs"), as under --instances ../shared/tarnawski/throughput-inputs
+    pytest.importorskip("ortools")
+    folder, out = tiny_folder(tmp_path, "chain4", "training-pair"), tmp_path / "milp.json"
+    done = run("milp.py", "--latency", "--calls", "1", "--backends", "cp-sat", "--time-limit", "5",
+               "--instances", str(folder), "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == ("note: 1 training graph(s) left out, the latency objective is for "
+                                           "inference graphs: tiny/training-pair")
+    assert [(r["instance"], r["class"]) for r in json.loads(out.read_text())["rows"]] == [("tiny/chain4", "q=1")]
+    # a folder of training graphs alone measures nothing
+    training = tiny_folder(tmp_path / "training", "training-pair")
+    done = run("milp.py", "--latency", "--instances", str(training), "--json", str(out))
+    assert refused(done) == f"error: no inference graph under {training}: the latency objective is for inference graphs"
