@@ -1,10 +1,10 @@
 """Piper's instances solved exactly, beside Piper's own algorithm and two simpler planners.
 
 For each shared instance (``bert32a100``, ``gnmt`` and ``resnet`` under ``../shared/piper`` or
-``--shared``: one absent is skipped; with none of them the run is refused, one error line and exit
-status 2) at its own settings (10 devices) and at 1, 2, 4, 8, 16, 32, 64 devices, and
-memory-bounded as in Piper's experiments (bert32a100 at 1, 2, 8 GiB and resnet at 1, 2, 4 GiB,
-each at 8, 16, 32, 64 devices; GiB = 2^30 bytes), with schedule ``piper``:
+``--shared``: one absent is skipped; with none of them, or one that is no Piper instance, the run is
+refused before any work, one error line and exit status 2) at its own settings (10 devices) and at 1, 2,
+4, 8, 16, 32, 64 devices, and memory-bounded as in Piper's experiments (bert32a100 at 1, 2, 8 GiB and
+resnet at 1, 2, 4 GiB, each at 8, 16, 32, 64 devices; GiB = 2^30 bytes), with schedule ``piper``:
 
 * ``objective`` — the exact optimum (``placement.solve``, verified by the independent evaluator):
   the largest stage time per sample as Piper's code computes it (gnmt and resnet profile times in
@@ -41,6 +41,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import placement
+from placement.errors import InvalidInstanceError
 from placement.io.piper import PiperDeviceType, PiperInstance, read_piper
 from placement.parallel.baselines import megatron_grid, one_device_per_stage, piper_value
 from placement.parallel.dp import solve_parallel
@@ -137,12 +138,15 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n in ("bert32a100", "gnmt", "resnet") if (shared / f"{n}.json").exists()]
     if not names:
         return refuse(f"no Piper instances (bert32a100.json, gnmt.json, resnet.json) under {shared}")
+    if args.types_only and "bert32a100" not in names:
+        return refuse(f"--types-only needs bert32a100.json, which is not under {shared}")
+    try:   # every instance before any work: one that is none is refused, where it stopped the run with a traceback
+        instances = {n: read_piper(shared / f"{n}.json") for n in (["bert32a100"] if args.types_only else names)}
+    except InvalidInstanceError as exc:
+        return refuse(str(exc))
     if args.types_only:
-        if "bert32a100" not in names:
-            return refuse(f"--types-only needs bert32a100.json, which is not under {shared}")
-        type_rows(read_piper(shared / "bert32a100.json"), Path(args.out))
+        type_rows(instances["bert32a100"], Path(args.out))
         return 0
-    instances = {n: read_piper(shared / f"{n}.json") for n in names}
     prepared = {}
     for n, inst in instances.items():
         tables = build_tables(inst)

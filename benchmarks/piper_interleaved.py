@@ -1,9 +1,10 @@
 """Interleaved 1F1B plans (v chunks per device group) on the published Piper instances, against 1F1B.
 
 Settings: each instance of ``../shared/piper`` (or ``--shared``; one absent is skipped, and with none of
-them the run is refused, one error line and exit status 2) at 8 and 16 devices (its own memory); bert32a100 at
-32 devices with 8 GiB and resnet at 16 devices with 4 GiB (memory binding), each with ``v = 2`` and
-``v = 4`` chunks per group (``placement.solve(..., schedule="interleaved", chunks=v)``, with the library's
+them, or one that is no Piper instance, the run is refused before any work, one error line and exit status 2)
+at 8 and 16 devices (its own memory); bert32a100 at 32 devices with 8 GiB and resnet at 16 devices with
+4 GiB (memory binding), each with ``v = 2`` and ``v = 4`` chunks per group
+(``placement.solve(..., schedule="interleaved", chunks=v)``, with the library's
 default search limit of 8 s unless ``--time-limit``),
 and beside each the non-interleaved optimum of the same setting (``schedule="1f1b"``, the exact DP).
 
@@ -37,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import placement  # noqa: E402
+from placement.errors import InvalidInstanceError  # noqa: E402
 from placement.parallel.interleaved import DEFAULT_TIME_LIMIT, interleaved_time_per_batch  # noqa: E402
 from placement.report.table import cell, format_table  # noqa: E402
 from placement.simulation.parallel import simulate_parallel  # noqa: E402
@@ -89,11 +91,15 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(message)
     if not (runs := settings(args.shared)):
         return refuse(f"no Piper instances (bert32a100.json, gnmt.json, resnet.json) under {args.shared}")
+    try:   # every instance before any work: one that is none is refused, where it stopped the run with a traceback
+        instances = {name: placement.load(args.shared / f"{name}.json") for name, _, _ in runs}
+    except InvalidInstanceError as exc:
+        return refuse(str(exc))
     rows = [["instance", "devices", "GiB", "v", "status", "S,d,t", "value", "gap", "batch", "solve s", "1f1b value",
              "1f1b batch", "batch ratio", "mem rel", "tps rel", "batch rel"]]
     records = []
     for name, devices, memory in runs:
-        instance = placement.load(args.shared / f"{name}.json")
+        instance = instances[name]
         base = placement.solve(instance, devices=devices, memory=memory, schedule="1f1b")
         for v in CHUNKS:
             started = time.perf_counter()

@@ -1049,3 +1049,23 @@ def test_milp_latency_leaves_out_the_training_graphs_of_a_folder(tmp_path):
     training = tiny_folder(tmp_path / "training", "training-pair")
     done = run("milp.py", "--latency", "--instances", str(training), "--json", str(out))
     assert refused(done) == f"error: no inference graph under {training}: the latency objective is for inference graphs"
+
+
+
+PIPER_FIELDS = ("missing field 'maxDevices' (required: maxDevices, maxMemoryPerDevice, bandwidth, mbsInBatch, "
+                "nodes, edges)")
+NOT_A_PIPER_INSTANCE = [("piper.py", ["--quick"], "--out", "out", PIPER_FIELDS),
+                        ("piper.py", ["--types-only"], "--out", "out", PIPER_FIELDS),
+                        ("piper_interleaved.py", [], "--json", "x.json", "missing field 'edges'")]   # placement.load's
+
+
+@pytest.mark.parametrize(("script", "args", "option", "output", "why"), NOT_A_PIPER_INSTANCE,
+                         ids=[" ".join([c[0], *c[1]]) for c in NOT_A_PIPER_INSTANCE])
+def test_a_piper_file_that_is_no_instance_is_refused_before_any_work(tmp_path, script, args, option, output, why):
+    # it stopped with the library's InvalidInstanceError and a traceback
+    shared = tmp_path / "piper"
+    shared.mkdir()
+    (shared / "bert32a100.json").write_text('{"nodes": []}')
+    done = run(script, *args, "--shared", str(shared), option, str(tmp_path / output))
+    assert refused(done) == f"error: {shared / 'bert32a100.json'}: instance: {why}"
+    assert not (tmp_path / output).exists() and done.stdout == ""
