@@ -114,7 +114,11 @@ def ledger_rows(problems: dict) -> list[dict]:
     print(header)
     print("-" * len(header))
     for path, problem in problems.items():
-        plan = solve_dp(problem).plan
+        solution = solve_dp(problem)
+        if solution.plan is None:   # no pipeline fits: no plan whose ledger to check
+            print(f"{path.parent.name}/{path.stem}: no plan ({solution.status}): no ledger", flush=True)
+            continue
+        plan = solution.plan
         start = time.perf_counter()
         ledger = communication_ledger(problem, plan)
         elapsed = time.perf_counter() - start

@@ -145,7 +145,8 @@ def throughput(args: argparse.Namespace, problems: dict, backends: list[str]) ->
         except LimitExceededError as exc:
             dp, refusal = None, str(exc).replace("max_ideals", "--max-ideals")
             print(f"note: {name}: no DP reference, its rows are refused: {refusal}", file=sys.stderr, flush=True)
-        start = False if args.cold else dp
+        # the DP's plan starts the MILP; where it has none (no pipeline fits), the library's own start
+        start = False if args.cold else dp if dp is not None and dp.plan else True   # a Result's plan: its stages
         goals = [g for g in args.objectives if g == "throughput" or problem.is_training]
         for goal in goals:
             for contiguity in args.contiguity:

@@ -144,6 +144,9 @@ def stream_rows(instances: Path, problems: dict, microbatches: int) -> list[dict
         start = time.perf_counter()
         solution = solve_dp(problem)
         solve_s = time.perf_counter() - start
+        if solution.plan is None:   # no pipeline fits
+            print(f"{path.parent.name}/{path.stem}: no plan ({solution.status}): nothing to stream", flush=True)
+            continue
         evaluation = evaluate(problem, solution.plan, "stages")
         pipeline = build_pipeline(problem, solution.plan)
         schedule = "1f1b-async" if problem.is_training else "stream"

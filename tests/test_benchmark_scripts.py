@@ -1069,3 +1069,38 @@ def test_a_piper_file_that_is_no_instance_is_refused_before_any_work(tmp_path, s
     done = run(script, *args, "--shared", str(shared), option, str(tmp_path / output))
     assert refused(done) == f"error: {shared / 'bert32a100.json'}: instance: {why}"
     assert not (tmp_path / output).exists() and done.stdout == ""
+
+
+def infeasible_folder(base: Path) -> Path:
+    """A folder, ``base/tiny``, holding chain4 on two accelerators of 1.5 bytes and no CPU: each node fits one,
+    but no plan places the four."""
+    data = json.loads((ROOT / "instances" / "tiny" / "chain4.json").read_text())
+    (base / "tiny").mkdir(parents=True)
+    (base / "tiny" / "crowded.json").write_text(json.dumps({**data, "maxSizePerFPGA": 1.5, "maxCPUs": 0}))
+    return base
+
+
+def test_milp_benchmark_runs_an_instance_the_dp_finds_no_plan_for(tmp_path):
+    # the DP's result without a plan was given as the warm start: InvalidParameterError and a traceback
+    pytest.importorskip("ortools")
+    folder, out = infeasible_folder(tmp_path), tmp_path / "milp.json"
+    done = run("milp.py", "--instances", str(folder), "--backends", "cp-sat", "--contiguity", "stages", "none",
+               "--time-limit", "5", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["class"], r["status"], r["objective"], r["reference"]) for r in rows] == [
+        ("stages", "infeasible", None, None), ("none", "infeasible", None, None)]
+
+
+def test_hypar_ledger_and_simulate_streams_name_an_instance_without_a_plan(tmp_path, capsys):
+    # the DP's missing plan went to the ledger and to the simulator: a traceback each
+    folder = infeasible_folder(tmp_path / "inputs")
+    assert hypar_benchmark.main(["--max-accelerators", "2", "--repeat", "1", "--instances", str(folder),
+                                 "--json", str(tmp_path / "hypar.json")]) == 0
+    assert json.loads((tmp_path / "hypar.json").read_text())["ledger"] == []
+    assert "tiny/crowded: no plan (infeasible): no ledger" in capsys.readouterr().out.splitlines()
+    assert simulate_benchmark.main(["--microbatches", "5", "--repeat", "1", "--instances", str(folder),
+                                    "--scale-microbatches", "10", "--baseline-microbatches", "10",
+                                    "--json", str(tmp_path / "simulate.json")]) == 0
+    assert json.loads((tmp_path / "simulate.json").read_text())["streams"] == []
+    assert "tiny/crowded: no plan (infeasible): nothing to stream" in capsys.readouterr().out.splitlines()
