@@ -2,7 +2,8 @@
 
 Plans: the feasible records of ``benchmarks/results/piper.json`` (``benchmarks/piper.py``:
 ``{instance, devices, memory, objective, status, stages: [{nodes, d, t, tmpcs}]}``), or of the file
-``--results`` names (which must exist and hold such a list: else one error line, exit status 2), or,
+``--results`` names (which must exist and hold such a list, with at least one plan, each of an instance of
+``../shared/piper`` that the simulator takes: else one error line, exit status 2, nothing written), or,
 when the default file is absent (or with ``--solve``), the optimal plans of the same settings solved here by
 :func:`placement.parallel.solve_piper`: each published instance at its own settings and at 1, 2,
 4, 8, 16, 32 and 64 devices; bert32a100 at 1, 2 and 8 GiB and resnet at 1, 2 and 4 GiB per
@@ -46,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import placement  # noqa: E402
+from placement.errors import InvalidInstanceError, InvalidPlanError  # noqa: E402
 from placement.io.piper import read_piper  # noqa: E402
 from placement.parallel import ParallelPlan, solve_piper  # noqa: E402
 from placement.parallel.timing import time_per_batch  # noqa: E402
@@ -100,7 +102,26 @@ def plan_records(path: Path) -> list[dict]:
         if not isinstance(record.get("instance"), str) or not isinstance(record.get("stages"), list) \
                 or "devices" not in record:
             raise ValueError(f"record {k} of those with stages has no instance name, devices or list of stages")
+    if not records:
+        raise ValueError("no record with a plan (stages): nothing to replay")
     return records
+
+
+def replays(records: list[dict]) -> tuple[dict, list[list[ParallelPlan]]]:
+    """The Piper instances the plan ``records`` name, read from ``../shared/piper``, and each record's plan under
+    every schedule of :data:`SCHEDULES`, before any is simulated; :class:`ValueError` names the first record whose
+    instance or plan document the library refuses, and why (a plan that does not fit its instance is refused by
+    the simulator)."""
+    instances, plans = {}, []
+    for k, record in enumerate(records):
+        try:
+            if record["instance"] not in instances:
+                instances[record["instance"]] = read_piper(SHARED / f"{record['instance']}.json")
+            plans.append([ParallelPlan.from_json({"schedule": schedule, "stages": record["stages"]})
+                          for schedule in SCHEDULES])
+        except (InvalidInstanceError, InvalidPlanError) as exc:
+            raise ValueError(f"record {k} of those with stages: {exc}") from None
+    return instances, plans
 
 
 def relative(simulated: float, model: float) -> float:
@@ -206,17 +227,20 @@ def main(argv: list[str] | None = None) -> int:
         source = str(results.relative_to(ROOT) if results.is_relative_to(ROOT) else results)
     else:
         records, source = solved_records(), "solve_piper on the benchmark's settings"
-    instances = {}
+    try:
+        instances, plans = replays(records)
+    except ValueError as exc:
+        return refuse(f"--results {results}: {exc}")
     rows = [["instance", "devices", "GiB", "schedule", "stages", "Σd·t", "d", "tasks", "sim s", "model time",
              "simulated", "rel", "memory rel"]]
     out = []
-    for record in records:
+    for k, (record, scheduled) in enumerate(zip(records, plans)):
         name = record["instance"]
-        if name not in instances:
-            instances[name] = read_piper(SHARED / f"{name}.json")
-        for schedule in SCHEDULES:
-            plan = ParallelPlan.from_json({"schedule": schedule, "stages": record["stages"]})
-            row = check(instances[name], plan, args.repeat)
+        for schedule, plan in zip(SCHEDULES, scheduled):
+            try:
+                row = check(instances[name], plan, args.repeat)
+            except InvalidPlanError as exc:   # a plan of other nodes or TMPCs than its instance's: nothing written
+                return refuse(f"--results {results}: record {k} of those with stages: {exc}")
             row |= {"instance": name, "devices": record["devices"], "memory_bound": record.get("memory"),
                     "degrees": [[s.d, s.t] for s in plan.stages]}
             out.append(row)

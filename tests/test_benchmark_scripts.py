@@ -1104,3 +1104,29 @@ def test_hypar_ledger_and_simulate_streams_name_an_instance_without_a_plan(tmp_p
                                     "--json", str(tmp_path / "simulate.json")]) == 0
     assert json.loads((tmp_path / "simulate.json").read_text())["streams"] == []
     assert "tiny/crowded: no plan (infeasible): nothing to stream" in capsys.readouterr().out.splitlines()
+
+
+PIPER_STAGE = {"nodes": [0], "d": 8, "t": 1, "tmpcs": {}}
+BAD_PLAN_RECORDS = [
+    ([], "no record with a plan (stages): nothing to replay"),
+    ([{"instance": "bert32a100", "devices": 8, "status": "infeasible"}],
+     "no record with a plan (stages): nothing to replay"),
+    ([{"instance": "bert32a100", "devices": 8, "stages": [PIPER_STAGE]}],
+     "record 0 of those with stages: stage 0: tmpcs must name one TMPC for each of its nodes and no other"),
+    ([{"instance": "bert", "devices": 8, "stages": [{**PIPER_STAGE, "tmpcs": {"0": "vanilla"}}]}],
+     f"record 0 of those with stages: {ROOT.parent / 'shared' / 'piper' / 'bert.json'}: no such file"),
+]
+
+
+@pytest.mark.parametrize(("records", "why"), BAD_PLAN_RECORDS,
+                         ids=["empty", "no plan", "plan refused", "unknown instance"])
+def test_piper_simulate_refuses_results_it_cannot_replay(tmp_path, records, why):
+    # no plan at all ran nothing and exited 0; a plan the library refuses, or an instance name without a file,
+    # stopped it with a traceback
+    if not (ROOT.parent / "shared" / "piper").is_dir():
+        pytest.skip("the Piper instances are not in ../shared/piper")
+    results, out = tmp_path / "piper.json", tmp_path / "x.json"
+    results.write_text(json.dumps(records))
+    done = run("piper_simulate.py", "--results", str(results), "--no-search", "--repeat", "1", "--json", str(out))
+    assert refused(done) == f"error: --results {results}: {why}"
+    assert not out.exists() and done.stdout == ""
