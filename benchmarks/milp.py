@@ -18,8 +18,9 @@ optimality; objective, bound and gap are none where any run has none, as a run t
 JSON keeps each run's objective), and the model size. An instance whose DP reference ``--max-ideals`` refuses
 is not solved: its rows have status ``refused`` and the DP's reason as their message, a note on standard error
 says so, and the run goes on. Every file is read before any work: one that is no instance is refused, one
-line naming it. A row prints as soon as it is done; the whole table is printed at the end with
-the machine and its load average, and written as JSON: the run's rows are merged into the file, replacing rows
+line naming it, as is a run of ``--objectives throughput-gpipe`` alone without a training graph. A row
+prints as soon as it is done; the whole table is printed at the end with the machine and its load average,
+and written as JSON: the run's rows are merged into the file, replacing rows
 of the same instance, class, objective, backend and time limit (a refused row replaces none), so a run of some
 instances or settings keeps the others' rows and long runs can go one at a time (``--fresh`` writes this run's
 rows only). The file's top-level settings (threads, cold start, machine, wall time) are the last run's; every
@@ -232,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     problems, unreadable = read_instances(files)
     if unreadable:
         return refuse(unreadable)
+    if not args.latency and "throughput" not in args.objectives and not any(p.is_training for p in problems.values()):
+        matching = f" that matches --match {args.match!r}" if args.match else ""
+        return refuse(f"no run: throughput-gpipe is for training graphs, and no instance under {root}{matching} is one")
     if args.latency:
         problems, training = inference_graphs(problems)
         if not problems:

@@ -1130,3 +1130,16 @@ def test_piper_simulate_refuses_results_it_cannot_replay(tmp_path, records, why)
     done = run("piper_simulate.py", "--results", str(results), "--no-search", "--repeat", "1", "--json", str(out))
     assert refused(done) == f"error: --results {results}: {why}"
     assert not out.exists() and done.stdout == ""
+
+
+def test_milp_gpipe_objective_without_a_training_graph_is_refused(tmp_path):
+    # it ran nothing, wrote the file and exited 0, as if it had measured something
+    folder, out = tiny_folder(tmp_path, "chain4", "diamond-cpu"), tmp_path / "milp.json"
+    done = run("milp.py", "--objectives", "throughput-gpipe", "--instances", str(folder), "--json", str(out))
+    assert refused(done) == (f"error: no run: throughput-gpipe is for training graphs, and no instance under {folder} "
+                             "is one")
+    done = run("milp.py", "--objectives", "throughput-gpipe", "--instances", str(folder), "--match", "chain",
+               "--json", str(out))
+    assert refused(done) == (f"error: no run: throughput-gpipe is for training graphs, and no instance under {folder} "
+                             "that matches --match 'chain' is one")
+    assert not out.exists() and done.stdout == ""
