@@ -298,10 +298,12 @@ def _decode(path: str | Path, error: type[PlacementError], max_bytes: int) -> tu
         raise error(f"{path}: a gzip-compressed file, not JSON text; decompress it first (gunzip)")
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         raise error(f"{path}: UTF-16 text (it begins with a UTF-16 byte order mark); save it as UTF-8")
+    if data[:4] == b"PK\x03\x04":
+        raise error(f"{path}: {_ZIP}")
     try:
         text = data.decode("utf-8-sig")      # a byte order mark, as some editors write, is no part of the text
     except UnicodeDecodeError as exc:
-        raise error(f"{path}: {not_utf8(exc)}") from None
+        raise error(f"{path}: {_model_file(path) or not_utf8(exc)}") from None
     if not text.strip():
         raise error(f"{path}: the file is empty; it should hold a JSON document")
     too_deep = f"{path}: JSON nested more than {MAX_DEPTH} levels deep"
@@ -314,6 +316,9 @@ def _decode(path: str | Path, error: type[PlacementError], max_bytes: int) -> tu
                            object_pairs_hook=unique_keys),
                 many_digits or any(spelling in shapes for spelling in _MAYBE_NOT_FINITE))
     except json.JSONDecodeError as exc:
+        model = _model_file(path)
+        if model:
+            raise error(f"{path}: {model}") from None
         raise error(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {_malformed(exc)}") from None
     except RepeatedKey as exc:
         raise error(f"{path}: the key {exc.args[0]!r} appears twice in one object; which one is meant is "
@@ -325,6 +330,23 @@ def _decode(path: str | Path, error: type[PlacementError], max_bytes: int) -> tu
     except ValueError:  # an integer literal longer than the interpreter converts
         raise error(f"{path}: malformed JSON: an integer with more than {sys.get_int_max_str_digits()} "
                     "digits") from None
+
+
+#: what a file of a model holds where JSON is read, by the ending of its name, and how it becomes an instance
+_MODEL_FILES = {
+    ".onnx": "an ONNX model, not JSON text: import it first (placement import, or import_onnx in Python)",
+    ".py": "Python source, not JSON text: import the model it defines first (placement import, or import_torch in "
+           "Python)",
+}
+#: the same for a zip archive, as a saved PyTorch model is (the importers take the model itself)
+_ZIP = ("a zip archive, not JSON text (a saved PyTorch model is one: import the model itself first, with placement "
+        "import, or import_torch in Python)")
+
+
+def _model_file(path: str | Path) -> str | None:
+    """Why a file that is no JSON, named as an ONNX model or Python source is (``.onnx``, ``.py``), is no
+    document (:data:`_MODEL_FILES`); ``None`` for another name."""
+    return _MODEL_FILES.get(Path(path).suffix.lower())
 
 
 def _malformed(exc: json.JSONDecodeError) -> str:

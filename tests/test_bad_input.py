@@ -283,6 +283,31 @@ def test_a_gzip_file_is_named_as_compressed(tmp_path):
     assert str(info.value) == f"{path}: a gzip-compressed file, not JSON text; decompress it first (gunzip)"
 
 
+def test_a_model_file_given_for_an_instance_is_named_with_the_way_to_import_it(tmp_path):
+    """A new user's first try: the model itself where an instance is read. An ONNX file, a saved PyTorch model (a
+    zip archive) and Python source were 'not UTF-8 text' or 'malformed JSON at line 1'; each is named, with the way
+    to make an instance of its model. A JSON instance in a file so named is read as any other."""
+    import zipfile
+
+    model = tmp_path / "model.pt"
+    with zipfile.ZipFile(model, "w") as archive:   # torch.save writes such an archive
+        archive.writestr("model/data.pkl", b"\x80\x02")
+    onnx, source, named = tmp_path / "model.onnx", tmp_path / "model.py", tmp_path / "chain.onnx"
+    onnx.write_bytes(b"\x08\x07\x12\x07pytorch\x1a\x052.13.0:\xc4\x01")   # the bytes an ONNX export starts with
+    source.write_text("import torch\n\nclass Net(torch.nn.Module):\n    pass\n")
+    named.write_text(json.dumps(instance()))
+    for path, message in [
+            (model, "a zip archive, not JSON text (a saved PyTorch model is one: import the model itself first, with "
+                    "placement import, or import_torch in Python)"),
+            (onnx, "an ONNX model, not JSON text: import it first (placement import, or import_onnx in Python)"),
+            (source, "Python source, not JSON text: import the model it defines first (placement import, or "
+                     "import_torch in Python)")]:
+        with pytest.raises(InvalidInstanceError) as info:
+            read_instance(path)
+        assert str(info.value) == f"{path}: {message}"
+    assert [n.id for n in read_instance(named).nodes] == [1, 2, 3]
+
+
 def test_a_byte_order_mark_is_no_part_of_the_text(tmp_path):
     """Some editors start UTF-8 files with the mark EF BB BF; the document after it is read."""
     path = tmp_path / "bom.json"
