@@ -128,8 +128,12 @@ def stage_count(instance: Any, stages: Any) -> int | None:
 def keywords_checked(function: Callable) -> Callable:
     """``function`` refusing a keyword it does not take as Python does (a :class:`TypeError`), naming the keyword it
     takes that the unknown one is a misspelling of, where there is one (``time_limt``: ``time_limit``): one alike
-    it as a misspelt field is (:data:`placement.misspelling.NEAR_MISS`) and not given already, by position or by
-    keyword."""
+    it as a misspelt field is (:data:`placement.misspelling.NEAR_MISS`), not private (``_index``) and not given
+    already, by position or by keyword. A class (a dataclass, whose fields are its keywords) is given back with its
+    ``__init__`` so checked, named as Python names it (``SweepSpec.__init__()``)."""
+    if isinstance(function, type):
+        function.__init__ = keywords_checked(function.__init__)
+        return function
     import functools
     import inspect
 
@@ -147,9 +151,10 @@ def keywords_checked(function: Callable) -> Callable:
             import difflib
 
             unknown = next(name for name in kwargs if name not in known)
-            open_names = [name for name in names if name not in positional[:len(args)] and name not in kwargs]
+            open_names = [name for name in names if name not in positional[:len(args)] and name not in kwargs
+                          and not name.startswith("_")]
             near = difflib.get_close_matches(unknown, open_names, n=1, cutoff=NEAR_MISS)
-            raise TypeError(f"{function.__name__}() got an unexpected keyword argument {unknown!r}"
+            raise TypeError(f"{function.__qualname__}() got an unexpected keyword argument {unknown!r}"
                             + (f"; did you mean {near[0]!r}?" if near else ""))
         return function(*args, **kwargs)
 

@@ -187,6 +187,14 @@ def test_unknown_keyword_is_a_type_error():
      "split() got an unexpected keyword argument 'fromat'; did you mean 'format'?"),
     (lambda: placement.codesign(CHAIN4, chip=2, power=300), "codesign() got an unexpected keyword argument 'chip'; did "
                                                             "you mean 'chips'?"),
+    # the classes docs/api.md builds an instance with, by keyword too
+    (lambda: placement.DeviceType("cpu", 1, pays_com=False), "DeviceType.__init__() got an unexpected keyword "
+                                                             "argument 'pays_com'; did you mean 'pays_comm'?"),
+    (lambda: placement.Instance((), (), (placement.DeviceType("accelerator", 1),), nmae="chain"),
+     "Instance.__init__() got an unexpected keyword argument 'nmae'; did you mean 'name'?"),
+    # a private field (the node index) is named to no one
+    (lambda: placement.Instance((), (), (placement.DeviceType("accelerator", 1),), index={}),
+     "Instance.__init__() got an unexpected keyword argument 'index'"),
     # no keyword is alike: 'trace' was taken for a misspelling of 'instance' (a ratio of 0.6)
     (lambda: placement.simulate(CHAIN4, {"fpgas": []}, trace="t.json"),
      "simulate() got an unexpected keyword argument 'trace'"),

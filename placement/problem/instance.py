@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from placement.errors import InvalidInstanceError
 from placement.jsonfile import past_floats
+from placement.parameters import keywords_checked
 
 if TYPE_CHECKING:
     import numpy as np
@@ -94,6 +95,7 @@ def _as_times(value: object) -> object:
     return tuple(None if p is None else _as_float(p) for p in value)
 
 
+@keywords_checked
 @dataclass(frozen=True)
 class DeviceType:
     """A kind of device: how many there are, their memory (``None``, as ``null`` in a file: unbounded), and
@@ -156,6 +158,7 @@ class Edge:
             object.__setattr__(self, "size", _as_float(self.size))
 
 
+@keywords_checked
 @dataclass(frozen=True)
 class Instance:
     """A validated, immutable placement instance.
