@@ -14,7 +14,7 @@ from placement.costmodel.hypar import (ACCPAR_TYPES, DP, HYPAR_TYPES, MP, MP_OUT
                                        partition_letters)
 from placement.costmodel.network import Layer, Network, load_network
 from placement.errors import InvalidParameterError, LimitExceededError
-from placement.solvers.hypar import (PLANNERS, plan_all, plan_all_dp, plan_exact, plan_hypar,
+from placement.solvers.hypar import (PLANNERS, plan_all, plan_all_dp, plan_all_mp, plan_exact, plan_hypar,
                                      plan_one_weird_trick)
 
 
@@ -305,3 +305,30 @@ def test_exact_refuses_a_progress_that_is_no_function():
     with pytest.raises(InvalidParameterError) as info:
         plan_exact(load_network("lenet-c"), 4, 2, progress="stderr")
     assert str(info.value) == "progress must be a function of one string or None, not str"
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda net: plan_exact(net, 4, 32, progres=print),
+     "plan_exact() got an unexpected keyword argument 'progres'; did you mean 'progress'?"),
+    (lambda net: plan_hypar(net, 4, 32, type=HYPAR_TYPES),
+     "plan_hypar() got an unexpected keyword argument 'type'; did you mean 'types'?"),
+    (lambda net: plan_all(net, accelerator=4, batch=32),
+     "plan_all() got an unexpected keyword argument 'accelerator'; did you mean 'accelerators'?"),
+    (lambda net: plan_all_dp(net, 4, bach=32), "plan_all_dp() got an unexpected keyword argument 'bach'; did you "
+                                               "mean 'batch'?"),
+    (lambda net: plan_all_mp(net, 4, 32, tpyes=HYPAR_TYPES),
+     "plan_all_mp() got an unexpected keyword argument 'tpyes'; did you mean 'types'?"),
+    (lambda net: plan_one_weird_trick(net, accelerator=4, batch=32),
+     "plan_one_weird_trick() got an unexpected keyword argument 'accelerator'; did you mean 'accelerators'?"),
+    (lambda net: communication(net, plan_hypar(net, 4, 32).partition, batchs=32),
+     "communication() got an unexpected keyword argument 'batchs'; did you mean 'batch'?"),
+    (lambda net: load_network(name_or_pat="vgg-a"),
+     "load_network() got an unexpected keyword argument 'name_or_pat'; did you mean 'name_or_path'?"),
+    (lambda net: plan_exact(net, 4, 32, verbose=True), "plan_exact() got an unexpected keyword argument 'verbose'"),
+])
+def test_a_misspelt_keyword_of_the_planners_and_the_model_names_the_one_meant(call, message):
+    """docs/hypar.md calls these from Python: they said only 'got an unexpected keyword argument' (the baselines
+    as '_uniform.<locals>.plan()'), where placement.hypar names the keyword meant."""
+    with pytest.raises(TypeError) as error:
+        call(load_network("lenet-c"))
+    assert str(error.value) == message

@@ -49,7 +49,7 @@ from typing import Any, Sequence
 
 from placement.costmodel.network import Layer, Network
 from placement.errors import InvalidParameterError
-from placement.parameters import integer
+from placement.parameters import integer, keywords_checked
 
 DP = "dp"
 MP = "mp"
@@ -262,6 +262,7 @@ def check_network(network: Any) -> None:
                                                f"file), not {type(network).__name__}")
 
 
+@keywords_checked
 def communication(network: Network, partition: Partition, batch: int) -> Communication:
     """Evaluate the model (items 1–5 of the module docstring) on ``partition``, level by level."""
     check_network(network)

@@ -48,6 +48,7 @@ from typing import Any
 from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.jsonfile import ROUNDED_INTEGER, json_type_name, json_value_text, parse_file
 from placement.misspelling import misspelling_message, misspelt_field
+from placement.parameters import keywords_checked
 
 FORMAT = "placement-network/1"
 LAYER_KINDS = ("fc", "conv")
@@ -294,6 +295,7 @@ def bundled_networks() -> tuple[str, ...]:
     return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json")))
 
 
+@keywords_checked
 def load_network(name_or_path: str | Path) -> Network:
     """A network by file path (a pipe's or ``/dev/stdin``'s too), or by bundled name (case-insensitive, e.g.
     ``vgg-a``)."""

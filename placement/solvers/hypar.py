@@ -39,7 +39,7 @@ from placement.costmodel.hypar import (DP, HYPAR_TYPES, INTER, MP, MP_OUT, Commu
                                        hierarchy_levels, layer_intra_at_level, uniform_partition)
 from placement.costmodel.network import Network
 from placement.errors import InvalidParameterError, LimitExceededError
-from placement.parameters import callback
+from placement.parameters import callback, keywords_checked
 from placement.wording import rounded_duration
 
 MAX_STATE_PAIRS = 2 ** 23
@@ -94,6 +94,7 @@ def _chain_argmin(unary: list[list[Fraction]], pairwise: list[list[list[Fraction
     return choice[::-1], best[last]
 
 
+@keywords_checked
 def plan_hypar(network: Network, accelerators: int, batch: int, types: Sequence[str] = HYPAR_TYPES) -> HyparPlan:
     """HyPar's hierarchical search: one chain DP per level, top level first."""
     start = time.perf_counter()
@@ -195,6 +196,7 @@ def _layer_news(progress: Callable[[str], None] | None, started: float, layers: 
     return tell
 
 
+@keywords_checked
 def plan_exact(network: Network, accelerators: int, batch: int, types: Sequence[str] = HYPAR_TYPES,
                progress: Callable[[str], None] | None = None) -> HyparPlan:
     """The joint optimum over all levels: a chain DP whose state is a layer's choice vector. ``progress``
@@ -267,9 +269,9 @@ def _uniform(name: str, kind_of_layer: Callable) -> Callable[..., HyparPlan]:
         batch = check_batch(batch)
         partition = uniform_partition(network, levels, kind_of_layer)
         return HyparPlan(name, partition, communication(network, partition, batch), time.perf_counter() - start)
-    plan.__name__ = f"plan_{name.replace('-', '_')}"
+    plan.__name__ = plan.__qualname__ = f"plan_{name.replace('-', '_')}"
     plan.__doc__ = f"Baseline ``{name}``: the same type at every level of a layer."
-    return plan
+    return keywords_checked(plan)
 
 
 plan_all_dp = _uniform("all-dp", lambda layer: DP)
@@ -285,6 +287,7 @@ PLANNERS: dict[str, Callable[..., HyparPlan]] = {
 }
 
 
+@keywords_checked
 def plan_all(network: Network, accelerators: int, batch: int, types: Sequence[str] = HYPAR_TYPES
              ) -> list[HyparPlan]:
     """Every planner of :data:`PLANNERS`, in that order."""
