@@ -235,6 +235,29 @@ def test_a_time_unit_that_is_no_positive_number_is_refused_by_the_trace(pair_pla
     assert not (tmp_path / "run.json").exists()
 
 
+def test_a_misspelt_keyword_of_the_trace_and_the_chart_names_the_one_meant(pair_plan, tmp_path):
+    """docs/simulator.md calls write_trace and write_gantt from Python: they, trace_events and draw_gantt said only
+    'got an unexpected keyword argument', where placement.simulate names the keyword meant."""
+    import placement
+    from placement.report.gantt import draw_gantt, write_gantt
+    from placement.report.trace import trace_events, write_trace
+
+    result = placement.simulate(placement.load(PAIR), pair_plan, microbatches=2)
+    for call, message in [
+            (lambda: write_trace(result, tmp_path / "run.json", unit=1.0),
+             "write_trace() got an unexpected keyword argument 'unit'; did you mean 'unit_us'?"),
+            (lambda: trace_events(result, titel="pair"),
+             "trace_events() got an unexpected keyword argument 'titel'; did you mean 'title'?"),
+            (lambda: write_gantt(result, tmp_path / "run.png", nmae="pair"),
+             "write_gantt() got an unexpected keyword argument 'nmae'; did you mean 'name'?"),
+            (lambda: draw_gantt(result, nam="pair"), "draw_gantt() got an unexpected keyword argument 'nam'; did you "
+                                                     "mean 'name'?")]:
+        with pytest.raises(TypeError) as error:
+            call()
+        assert str(error.value) == message
+    assert not (tmp_path / "run.json").exists() and not (tmp_path / "run.png").exists()
+
+
 @pytest.mark.parametrize("path, kind", [(None, "NoneType"), (3, "int"), (b"run.json", "bytes")])
 def test_a_file_name_that_is_no_text_path_is_refused_by_the_trace_and_the_chart(pair_plan, path, kind):
     """None or a number as the file ended the trace and the chart in a TypeError of os.fspath or pathlib, and bytes

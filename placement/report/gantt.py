@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import InvalidParameterError, SolverUnavailableError
+from placement.parameters import keywords_checked
 from placement.report.literal_text import literal
 from placement.simulation.simulator import SimulationResult, kept_tasks
 from placement.whole_file import replacing_about, text_path
@@ -50,6 +51,7 @@ def matplotlib_modules() -> tuple[Any, Any, Any]:
     return figure, agg, patches
 
 
+@keywords_checked
 def write_gantt(result: SimulationResult, path: str | Path, name: str = "", parameter: str = "path") -> None:
     """Draw the run of ``result`` and save it at ``path``, in the format its suffix names (PNG without one);
     ``name`` (the instance) heads the title; names are drawn as written (:mod:`.literal_text`).
@@ -60,6 +62,7 @@ def write_gantt(result: SimulationResult, path: str | Path, name: str = "", para
         figure.savefig(fh, format=file_format)
 
 
+@keywords_checked
 def draw_gantt(result: SimulationResult, name: str = "") -> Any:
     """The Gantt chart of ``result`` as a matplotlib figure (on the Agg canvas), ``name`` heading its title;
     ``result`` must hold its tasks (:meth:`~placement.simulation.simulator.SimulationResult.kept_tasks`)."""

@@ -17,7 +17,7 @@ from typing import IO, Any, Iterator
 
 import numpy as np
 
-from placement.parameters import number
+from placement.parameters import keywords_checked, number
 from placement.simulation.simulator import SimulationResult, holding, in_flight_profile, kept_tasks
 from placement.whole_file import replacing_about
 
@@ -25,6 +25,7 @@ KIND_NAMES = {"F": "forward", "B": "backward", "W": "weight gradient", "recv": "
 PROCESS_ID = 1
 
 
+@keywords_checked
 def trace_events(result: SimulationResult, title: str = "", unit_us: float = 1000.0) -> dict[str, Any]:
     """The trace document of ``result`` (a dict ready for ``json.dump``); ``result`` must hold its tasks
     (:meth:`~placement.simulation.simulator.SimulationResult.kept_tasks`), and ``unit_us``, the microseconds of
@@ -35,6 +36,7 @@ def trace_events(result: SimulationResult, title: str = "", unit_us: float = 100
             "displayTimeUnit": "ms", "otherData": _other_data(result, unit_us)}
 
 
+@keywords_checked
 def write_trace(result: SimulationResult, path: str | Path, title: str = "", unit_us: float = 1000.0,
                 parameter: str = "path") -> None:
     """Write the trace of ``result`` to ``path`` (the text ``json.dump`` gives :func:`trace_events`, written
