@@ -337,3 +337,12 @@ def test_a_problem_that_is_no_instance_is_refused_by_name(problem, kind):
     with pytest.raises(placement.InvalidParameterError) as error:
         communication_ledger(problem, plan)
     assert str(error.value) == f"problem must be an Instance (placement.load reads one from a file), not {kind}"
+
+
+def test_a_misspelt_keyword_of_the_ledger_names_the_one_meant():
+    """docs/hypar.md calls communication_ledger from Python: it said only 'got an unexpected keyword argument',
+    where placement.verify names the keyword meant."""
+    with pytest.raises(TypeError) as error:
+        communication_ledger(chain(), PLAN, by_cal=True)
+    assert str(error.value) == "communication_ledger() got an unexpected keyword argument 'by_cal'; did you mean " \
+                               "'by_call'?"

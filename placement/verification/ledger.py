@@ -61,6 +61,7 @@ from dataclasses import dataclass
 
 from placement.errors import InvalidParameterError
 from placement.io.plans import as_plan
+from placement.parameters import keywords_checked
 from placement.problem.instance import Instance
 from placement.plan import Plan
 
@@ -256,6 +257,7 @@ def refuse_split_plan(plan: Plan) -> None:
                                             "model charges (docs/backward-split.md)")
 
 
+@keywords_checked
 def communication_ledger(problem: Instance, plan: Plan | object, *, by_call: bool = False) -> Ledger:
     """The ledger of ``plan`` (see the module docstring): a :class:`Plan`, or what
     :func:`placement.io.plans.as_plan` reads (a ``Result``, a plan document, a plan file path);
