@@ -1226,10 +1226,14 @@ def test_a_sweep_option_of_the_wrong_kind_is_refused_by_name_before_any_work(tmp
     (lambda: baselines.random_search(MLP, 2, 606.68, 300, budgte=2),
      "random_search() got an unexpected keyword argument 'budgte'; did you mean 'budget'?"),
     (lambda: sweep.run_sweep(SPEC, "records.jsonl", worker=1),
-     "run_sweep() got an unexpected keyword argument 'worker'; did you mean 'workers'?")])
+     "run_sweep() got an unexpected keyword argument 'worker'; did you mean 'workers'?"),
+    (lambda: sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grid=(TINY,)),
+     "SweepSpec.__init__() got an unexpected keyword argument 'grid'; did you mean 'grids'?"),
+    (lambda: sweep.SweepSpec((MLP,), (1,), ((606.68, 300.0),), random_budgets=2),
+     "SweepSpec.__init__() got an unexpected keyword argument 'random_budgets'; did you mean 'random_budget'?")])
 def test_a_misspelt_keyword_of_the_co_design_functions_names_the_one_meant(call, message):
-    """The baselines and run_sweep, which docs/codesign.md calls from Python, said only 'got an unexpected keyword
-    argument', where placement.codesign names the keyword meant."""
+    """The baselines, run_sweep and SweepSpec, which docs/codesign.md calls from Python, said only 'got an
+    unexpected keyword argument', where placement.codesign names the keyword meant."""
     with pytest.raises(TypeError) as error:
         call()
     assert str(error.value) == message

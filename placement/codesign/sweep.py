@@ -66,6 +66,7 @@ CONFIG_KEYS = ("model", "chips", "area_mm2", "power_w", "grid", "objective", "ho
 SPEC_KEYS = ("models", "chips", "budgets", "grids", "objectives", "homogeneous", "baselines", "random_budget", "seed")
 
 
+@parameters.keywords_checked
 @dataclass(frozen=True)
 class SweepSpec:
     """The lists a sweep multiplies out, and the baselines each configuration also runs.
