@@ -277,3 +277,12 @@ def test_catalogues_that_are_no_list_of_files_are_refused_by_name(catalogues, me
     with pytest.raises(InvalidParameterError) as error:
         make_platform("h100", "epyc-7763", catalogues=catalogues)
     assert str(error.value) == message
+
+
+def test_a_misspelt_keyword_of_make_platform_names_the_one_meant():
+    """docs/pytorch.md calls make_platform from Python: it said only 'got an unexpected keyword argument', where
+    placement.solve names the keyword meant."""
+    with pytest.raises(TypeError) as error:
+        make_platform("h100", "epyc-7763", accelerators=4, catalogue=["devices.json"])
+    assert str(error.value) == "make_platform() got an unexpected keyword argument 'catalogue'; did you mean " \
+                               "'catalogues'?"

@@ -1598,3 +1598,11 @@ def test_weights_the_norm_and_pruning_hooks_compute_draw_no_warning_to_register_
             assert import_module(model, (torch.randn(4, 8),)).ops
         assert [sorted(re.search(r"attributes? (.*) (?:was|were) assigned", str(w.message))[1].split(", "))
                 for w in caught if "assigned during export" in str(w.message)] == told   # in any order
+
+
+def test_a_misspelt_keyword_of_import_torch_names_the_one_meant():
+    """docs/pytorch.md calls import_torch from Python: it said only 'got an unexpected keyword argument', where
+    placement.solve names the keyword meant; refused before the model is exported."""
+    with pytest.raises(TypeError) as error:
+        import_torch(*mlp(), platform=make_platform(), trainig=True)
+    assert str(error.value) == "import_torch() got an unexpected keyword argument 'trainig'; did you mean 'training'?"

@@ -61,7 +61,7 @@ from typing import Any, Iterable
 from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.jsonfile import json_type_name, json_value_text, load_json
 from placement.misspelling import misspelling_message, misspelt_field
-from placement.parameters import integer
+from placement.parameters import integer, keywords_checked
 
 #: Data types the catalogue may give peaks for, with their element sizes in bytes.
 ELEMENT_BYTES: dict[str, int] = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
@@ -327,6 +327,7 @@ class Platform:
         return self.accelerator.memory if self.memory is None else self.memory
 
 
+@keywords_checked
 def make_platform(accelerator: str = DEFAULT_ACCELERATOR, cpu: str = DEFAULT_CPU, accelerators: int = 4,
                   cpus: int = 0, memory: float | None = None, link: str | None = None,
                   catalogues: Iterable[str | Path] = ()) -> Platform:

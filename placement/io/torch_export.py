@@ -140,6 +140,7 @@ from placement.io import layer_gemms, operator_shapes as shapes
 from placement.io.op_grouping import check_grouping, group_ops
 from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
                                   typed_integer_operators)
+from placement.parameters import keywords_checked
 from placement import process_state
 
 MATMUL = {"linear": 0, "mm": 0, "bmm": 0, "matmul": 0, "mv": 0, "dot": 0, "addmm": 1, "baddbmm": 1, "addmv": 1,
@@ -1483,6 +1484,7 @@ def uncalled_entries(model: Any, called: set[int], graph: OpGraph, read: set[int
     return found
 
 
+@keywords_checked
 def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, platform: Platform,
                  training: bool = False, granularity: str = "module", module_depth: int | None = None,
                  dtype: str | None = None, name: str | None = None, operators: bool = False) -> ImportedModel:
