@@ -22,7 +22,8 @@ from placement.solvers.milp.backends import check_backend_available
 from placement.whole_file import probe_writable
 
 __all__ = ["integer_at_least", "positive_float", "positive_int", "refuse", "cannot_write", "milp_unavailable",
-           "read_instances", "cpu_model", "machine", "merged_rows", "kept_table", "write_json"]
+           "read_instances", "cpu_model", "machine", "merged_rows", "merged_and_counted", "said_merge",
+           "kept_table", "write_json"]
 
 CPUINFO = Path("/proc/cpuinfo")
 
@@ -127,7 +128,7 @@ def write_json(path: Path, document: Any) -> None:
 
 
 def merged_rows(path: Path, rows: list[dict], key: tuple[str, ...],
-                settings: Mapping[str, Any], table: str = "rows",
+                settings: Mapping[str, Any], table: str | None = "rows",
                 weak: Callable[[dict], bool] = lambda row: False, fields: tuple[str, ...] = ()) -> list[dict]:
     """The rows a results file holds after a run: those of the JSON file at ``path`` (its ``table``) that the
     run's ``rows`` do not replace (the same values of the fields ``key``), then the run's ``rows``. So a run
@@ -136,38 +137,66 @@ def merged_rows(path: Path, rows: list[dict], key: tuple[str, ...],
     its case. A file that is absent, not JSON or holds no list of rows keeps nothing (a note on standard
     error says so where it exists). A row of the file without one of the fields ``key`` and ``fields`` is a
     row of another table (another benchmark's file, a hand edit) and is not kept either (a note says so).
+    ``table`` None: the file is the list of rows itself.
 
     ``settings`` are what the file records of the run at its top level (the machine, threads, ...), which
     describe the run's rows only: each row takes them as its ``run`` (rows kept from the file take the
-    file's own, where they have none yet)."""
-    try:
-        document = json.loads(path.read_text())
-        kept = document.get(table)
-    except FileNotFoundError:
-        document, kept = {}, []
-    except (OSError, ValueError, AttributeError):
-        document, kept = {}, None
-    if not isinstance(kept, list) or not all(isinstance(row, dict) for row in kept):
-        print(f"note: {path} holds no {table} to keep; it is written with this run's rows only", file=sys.stderr)
-        kept = []
+    file's own, where they have none yet); with no ``settings`` (a file that records none) no row takes a
+    ``run``."""
+    return merged_and_counted(path, rows, key, settings, table, weak, fields)[0]
 
+
+def merged_and_counted(path: Path, rows: list[dict], key: tuple[str, ...], settings: Mapping[str, Any],
+                       table: str | None = "rows", weak: Callable[[dict], bool] = lambda row: False,
+                       fields: tuple[str, ...] = ()) -> tuple[list[dict], int, int]:
+    """The rows of :func:`merged_rows`, how many of them are the file's rows kept, and how many of the file's
+    rows the run's replaced."""
+    document, kept = _held_rows(path, table)
     needed = (*key, *fields)
     foreign = [row for row in kept if not all(k in row for k in needed)]
     if foreign:
         missing = next(k for k in needed if k not in foreign[0])
-        print(f"note: {path}: {len(foreign)} of its {table} lack a field of this table's rows (the first: {missing!r}) "
-              "and are not kept", file=sys.stderr)
+        print(f"note: {path}: {len(foreign)} of its {table or 'rows'} lack a field of this table's rows (the first: "
+              f"{missing!r}) and are not kept", file=sys.stderr)
         kept = [row for row in kept if all(k in row for k in needed)]
 
     def name(row: dict) -> str:
         return json.dumps([row.get(k) for k in key], sort_keys=True, default=str)
 
+    def stamped(row: dict, run: Mapping[str, Any]) -> dict:
+        return {**row, "run": row.get("run", dict(run))} if settings else dict(row)
+
     new = {name(row) for row in rows if not weak(row)}
     earlier = {k: document[k] for k in settings if k in document}
-    kept = [{**row, "run": row.get("run", earlier)} for row in kept if name(row) not in new]
-    held = {name(row) for row in kept}
-    return kept + [{**row, "run": row.get("run", dict(settings))} for row in rows
-                   if not (weak(row) and name(row) in held)]
+    held = len(kept)
+    kept = [stamped(row, earlier) for row in kept if name(row) not in new]
+    names = {name(row) for row in kept}
+    merged = kept + [stamped(row, settings) for row in rows if not (weak(row) and name(row) in names)]
+    return merged, len(kept), held - len(kept)
+
+
+def _held_rows(path: Path, table: str | None) -> tuple[dict, list[dict]]:
+    """The JSON document at ``path`` (empty where it is a list or unreadable) and its rows: the list ``table``
+    of the document, or the document itself where ``table`` is None; none where the file is absent, or,
+    with a note on standard error, where it is not JSON or holds no such list of objects."""
+    try:
+        document = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}, []
+    except (OSError, ValueError):
+        document = None
+    kept = document if table is None else document.get(table) if isinstance(document, dict) else None
+    if not isinstance(kept, list) or not all(isinstance(row, dict) for row in kept):
+        print(f"note: {path} holds no {table or 'rows'} to keep; it is written with this run's rows only",
+              file=sys.stderr)
+        kept = []
+    return document if isinstance(document, dict) else {}, kept
+
+
+def said_merge(path: Path, run: int, kept: int, replaced: int) -> str:
+    """The line that says what a results file holds after a run merged its rows into it: ``wrote PATH: R of
+    this run's rows, K of the file's kept, P replaced``."""
+    return f"wrote {path}: {run} of this run's rows, {kept} of the file's kept, {replaced} replaced"
 
 
 def kept_table(path: Path, key: str) -> list[dict]:

@@ -20,7 +20,11 @@ resnet at 1, 2, 4 GiB, each at 8, 16, 32, 64 devices; GiB = 2^30 bytes), with sc
 
 Writes ``benchmarks/results/piper.json`` (records ``{instance, devices, memory, objective, status,
 stages: [{nodes, d, t, tmpcs}]}``) and ``benchmarks/results/piper_comparison.json`` (``{machine, rows}``:
-the machine, and per setting every column and the solve time), or into the folder ``--out``.
+the machine, and per setting every column, the solve time and the machine it ran on as ``run``), or into the
+folder ``--out``. The run's records and rows replace the files' of the same instance, devices and memory and
+the files' others are kept, so a run of some instances (``--shared`` holding only them) keeps the others'
+(a ``--quick`` run's rows, without the baselines' columns, replace those of its settings); the run says how
+many it kept and replaced.
 
 Device types (``--types``, or ``--types-only`` for just these rows): bert32a100 with the file's
 device as ``a100`` (its memory, speed 1) beside a slower ``v100`` (32 GiB, speed 0.5) and a ``cpu``
@@ -50,10 +54,13 @@ from placement.report.table import cell, format_table
 from placement.verification.parallel import evaluate_parallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cannot_write, machine, refuse, write_json  # noqa: E402  (beside this script)
+from common import (cannot_write, machine, merged_and_counted, refuse, said_merge,  # noqa: E402
+                    write_json)
 
 GIB = 2**30
 MILLISECONDS = {"gnmt", "resnet"}
+#: the fields that name a setting: a later run's record or row of the same values replaces it in the results files
+KEY = ("instance", "devices", "memory")
 
 
 def runs(names: list[str]) -> list[tuple[str, int, float | None]]:
@@ -113,6 +120,14 @@ def in_seconds(instance: PiperInstance) -> PiperInstance:
                                                       for c in cs) for t, cs in n.configurations.items()})
                   for n in instance.nodes)
     return replace(instance, nodes=nodes)
+
+
+def write_merged(path: Path, rows: list[dict], settings: dict, table: str | None) -> None:
+    """Merge the run's ``rows`` into the results file ``path`` by :data:`KEY` (its list ``table`` beside the
+    ``settings``; ``table`` None: the file is the list), write it and say how many rows it kept and replaced."""
+    merged, kept, replaced = merged_and_counted(path, rows, KEY, settings, table)
+    write_json(path, merged if table is None else {**settings, table: merged})
+    print(said_merge(path, len(rows), kept, replaced))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,8 +227,8 @@ def main(argv: list[str] | None = None) -> int:
           f"({len(times)} settings)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "piper.json", records)
-    write_json(out / "piper_comparison.json", {"machine": machine(), "rows": comparison})
+    write_merged(out / "piper.json", records, {}, None)
+    write_merged(out / "piper_comparison.json", comparison, {"machine": machine()}, "rows")
     if args.types and "bert32a100" in names:
         print()
         type_rows(instances["bert32a100"], out)

@@ -33,6 +33,7 @@ import dp_throughput  # noqa: E402
 import hypar as hypar_benchmark  # noqa: E402
 import layerpipe  # noqa: E402
 import milp as milp_benchmark  # noqa: E402
+import piper as piper_benchmark  # noqa: E402
 import piper_first_run  # noqa: E402
 import piper_interleaved  # noqa: E402
 import reading  # noqa: E402
@@ -612,6 +613,50 @@ def test_merged_rows_leave_out_rows_of_another_table(tmp_path, capsys):
         {"instance": "c", "limit": 1, "exit": 0, "run": {}}, {**run_rows[0], "run": now}]
     assert capsys.readouterr().err == (f"note: {path}: 2 of its rows lack a field of this table's rows (the first: "
                                        "'exit') and are not kept\n")
+
+
+def test_merged_and_counted_count_the_rows_kept_and_replaced(tmp_path, capsys):
+    """A file that is the list of rows itself, as piper.py's records: with no settings no row takes a ``run``;
+    a weak row replaces none."""
+    path = tmp_path / "records.json"
+    path.write_text(json.dumps([{"instance": "a", "value": 1}, {"instance": "b", "value": 2},
+                                {"instance": "c", "value": 3}]))
+    run_rows = [{"instance": "a", "value": 4}, {"instance": "b", "weak": True}, {"instance": "d", "value": 5}]
+    assert common.merged_and_counted(path, run_rows, ("instance",), {}, None, weak=lambda row: "weak" in row) == (
+        [{"instance": "b", "value": 2}, {"instance": "c", "value": 3}, {"instance": "a", "value": 4},
+         {"instance": "d", "value": 5}], 2, 1)
+    assert common.said_merge(path, 3, 2, 1) == f"wrote {path}: 3 of this run's rows, 2 of the file's kept, 1 replaced"
+    path.write_text(json.dumps({"rows": []}))   # a list is wanted
+    assert common.merged_and_counted(path, run_rows[:1], ("instance",), {}, None) == ([run_rows[0]], 0, 0)
+    assert capsys.readouterr().err == f"note: {path} holds no rows to keep; it is written with this run's rows only\n"
+
+
+def test_piper_run_of_one_instance_keeps_the_records_and_rows_of_the_others(tmp_path, monkeypatch, capsys):
+    """A run of some instances (``--shared`` holding one, ``--quick``) wrote the results files whole, with
+    its rows only, and piper_simulate.py then replayed those alone."""
+    bert = ROOT.parent / "shared" / "piper" / "bert32a100.json"
+    if not bert.is_file():
+        pytest.skip(f"the Piper instances are not at {bert.parent}")
+    shared, out = tmp_path / "piper", tmp_path / "out"
+    shared.mkdir()
+    shutil.copy(bert, shared / "bert32a100.json")
+    stored = {name: json.loads((BENCHMARKS / "results" / name).read_text())
+              for name in ("piper.json", "piper_comparison.json")}
+    record = next(r for r in stored["piper.json"] if r["instance"] == "bert32a100" and r["devices"] == 1)
+    other = {"instance": "gnmt", "devices": 10, "memory": 1.0, "objective": 7.0, "status": "optimal", "stages": []}
+    out.mkdir()
+    (out / "piper.json").write_text(json.dumps([{**record, "objective": 99.0}, other]))
+    (out / "piper_comparison.json").write_text(json.dumps({"machine": "there", "rows": [
+        other, {"instance": "bert32a100", "devices": 1, "memory": record["memory"], "objective": 99.0}]}))
+    monkeypatch.setattr(piper_benchmark, "runs", lambda names: [("bert32a100", 1, None)])
+    assert piper_benchmark.main(["--quick", "--shared", str(shared), "--out", str(out)]) == 0
+    assert json.loads((out / "piper.json").read_text()) == [other, record]
+    rows = json.loads((out / "piper_comparison.json").read_text())["rows"]
+    assert [(row["instance"], row["objective"], row["run"] == {"machine": "there"}) for row in rows] == [
+        ("gnmt", 7.0, True), ("bert32a100", record["objective"], False)]
+    said = capsys.readouterr().out.splitlines()[-2:]
+    assert said == [f"wrote {out / name}: 1 of this run's rows, 1 of the file's kept, 1 replaced"
+                    for name in ("piper.json", "piper_comparison.json")]
 
 
 def test_milp_run_of_one_class_keeps_the_rows_of_the_others_unless_fresh(tmp_path):
