@@ -19,7 +19,12 @@ Columns: ``value`` the largest group time per sample, ``bound``/``gap`` what is 
 the time per batch (laid out after the solve where its time limit left it not computed), ``1f1b`` the
 1F1B optimum's time per sample and batch, ``batch ratio`` = interleaved / 1F1B time per batch, ``mem rel``/``tps
 rel``/``batch rel`` the simulator's differences. Writes ``benchmarks/results/piper_interleaved.json`` (or
-``--json``), with the machine.
+``--json``), with the machine and the time limit; per run a record of the setting (``memory``: its bound,
+null for the file's), the figures above, the plan and ``stage_memory``, per stage ``[model, simulated]``.
+The run's records replace the file's of the same instance, devices, memory and chunks and the file's others
+are kept (each with the machine and time limit of its run as ``run``), so a run of some instances
+(``--shared`` holding only them) keeps the others'; the file's summary is that of all its records, the
+printed one this run's, and the run says how many records it kept and replaced.
 
     python benchmarks/piper_interleaved.py [--time-limit 8] [--shared ../shared/piper]
                                            [--json benchmarks/results/piper_interleaved.json]
@@ -44,7 +49,8 @@ from placement.report.table import cell, format_table  # noqa: E402
 from placement.simulation.parallel import simulate_parallel  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cannot_write, machine, positive_float, refuse  # noqa: E402  (beside this script)
+from common import (cannot_write, machine, merged_and_counted, positive_float, refuse,  # noqa: E402
+                    said_merge)
 
 SHARED = ROOT.parent / "shared" / "piper"
 GIB = 2 ** 30
@@ -53,6 +59,8 @@ TIME_BOUND = 0.001
 SETTINGS = [(name, devices, None) for name in ("bert32a100", "gnmt", "resnet") for devices in (8, 16)] + \
     [("bert32a100", 32, 8 * GIB), ("resnet", 16, 4 * GIB)]
 CHUNKS = (2, 4)
+#: the fields that name a run: a later run's record of the same values replaces it in the results file
+KEY = ("instance", "devices", "memory", "chunks")
 
 
 def settings(shared: Path) -> list[tuple[str, int, int | None]]:
@@ -71,11 +79,51 @@ def simulate(instance, result, batch: float) -> dict:
     (``batch``: the plan's time per batch)."""
     sim = simulate_parallel(instance, result.plan, allreduce="piper")
     memory = [[ev.memory, sim.peak_memory(k)] for k, ev in enumerate(result.evaluation.stages)]
-    return {"memory_rel": max(relative(s, m) for m, s in memory), "memory": memory,
+    return {"memory_rel": max(relative(s, m) for m, s in memory), "stage_memory": memory,
             "simulated_time_per_sample": sim.time_per_sample,
             "time_per_sample_rel": relative(sim.time_per_sample, result.value),
             "simulated_time_per_batch": sim.time_per_batch,
             "time_per_batch_rel": relative(sim.time_per_batch, batch)}
+
+
+def summarized(records: list[dict]) -> dict:
+    """The summary of ``records``: how many runs are optimal, feasible and without a plan, how many plans the
+    simulator agrees with and the worst differences, the largest gap, solve seconds and time-per-batch ratios."""
+    planned = [r for r in records if r["plan"] is not None]
+    seconds = sorted(r["solve_s"] for r in records)
+    ratios = [r["batch_ratio"] for r in planned if r["batch_ratio"] is not None]
+    return {
+        "runs": len(records), "optimal": sum(r["status"] == "optimal" for r in records),
+        "feasible": sum(r["status"] == "feasible" for r in records),
+        "without_plan": len(records) - len(planned),
+        "memory_within_1pct": sum(r["memory_rel"] <= MEMORY_BOUND for r in planned),
+        "time_per_sample_within_0.1pct": sum(r["time_per_sample_rel"] <= TIME_BOUND for r in planned),
+        "time_per_batch_within_0.1pct": sum(r["time_per_batch_rel"] <= TIME_BOUND for r in planned),
+        "worst_memory_rel": max((r["memory_rel"] for r in planned), default=None),
+        "worst_time_per_sample_rel": max((r["time_per_sample_rel"] for r in planned), default=None),
+        "worst_time_per_batch_rel": max((r["time_per_batch_rel"] for r in planned), default=None),
+        "largest_gap": max((r["gap"] for r in planned if r["gap"] is not None), default=None),
+        "solve_s_median": statistics.median(seconds), "solve_s_max": seconds[-1],
+        "batch_ratio_median": statistics.median(ratios) if ratios else None,
+        "batch_ratio_min": min(ratios, default=None), "batch_ratio_max": max(ratios, default=None)}
+
+
+def said(summary: dict) -> str:
+    """The line that states ``summary``, its figures as the table prints them ("-" where there is none)."""
+    def shown(key: str, spec: str) -> str:
+        return "-" if summary[key] is None else format(summary[key], spec)
+
+    planned = summary["runs"] - summary["without_plan"]
+    return (f"{summary['runs']} runs: {summary['optimal']} optimal, {summary['feasible']} feasible (largest gap "
+            f"{shown('largest_gap', '.1e')}), {summary['without_plan']} without a plan; on {planned} plans the "
+            f"simulator's memory is within 1% in {summary['memory_within_1pct']} (worst "
+            f"{shown('worst_memory_rel', '.1e')}), time per sample within 0.1% in "
+            f"{summary['time_per_sample_within_0.1pct']} (worst {shown('worst_time_per_sample_rel', '.1e')}), time "
+            f"per batch within 0.1% in {summary['time_per_batch_within_0.1pct']} (worst "
+            f"{shown('worst_time_per_batch_rel', '.1e')}); solve s median {summary['solve_s_median']:.2f}, max "
+            f"{summary['solve_s_max']:.2f}; time per batch interleaved/1F1B median "
+            f"{shown('batch_ratio_median', '.3f')}, range {shown('batch_ratio_min', '.3f')}–"
+            f"{shown('batch_ratio_max', '.3f')}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,37 +181,12 @@ def main(argv: list[str] | None = None) -> int:
                             f"{record['time_per_batch_rel']:.1e}"] if result.plan is not None else ["-"] * 3)])
             print(f"{name} {devices} {v}: {result.status} ({seconds:.1f} s)", file=sys.stderr, flush=True)
     print("\n".join(format_table(rows, left=(0, 4, 5))))
-    planned = [r for r in records if r["plan"] is not None]
-    seconds = sorted(r["solve_s"] for r in records)
-    ratios = [r["batch_ratio"] for r in planned if r["batch_ratio"] is not None]
-    summary = {
-        "runs": len(records), "optimal": sum(r["status"] == "optimal" for r in records),
-        "feasible": sum(r["status"] == "feasible" for r in records),
-        "without_plan": len(records) - len(planned),
-        "memory_within_1pct": sum(r["memory_rel"] <= MEMORY_BOUND for r in planned),
-        "time_per_sample_within_0.1pct": sum(r["time_per_sample_rel"] <= TIME_BOUND for r in planned),
-        "time_per_batch_within_0.1pct": sum(r["time_per_batch_rel"] <= TIME_BOUND for r in planned),
-        "worst_memory_rel": max((r["memory_rel"] for r in planned), default=None),
-        "worst_time_per_sample_rel": max((r["time_per_sample_rel"] for r in planned), default=None),
-        "worst_time_per_batch_rel": max((r["time_per_batch_rel"] for r in planned), default=None),
-        "largest_gap": max((r["gap"] for r in planned if r["gap"] is not None), default=None),
-        "solve_s_median": statistics.median(seconds), "solve_s_max": seconds[-1],
-        "batch_ratio_median": statistics.median(ratios) if ratios else None,
-        "batch_ratio_min": min(ratios, default=None), "batch_ratio_max": max(ratios, default=None)}
-    def shown(key: str, spec: str) -> str:   # as the table prints its figures; "-" where there is none
-        return "-" if summary[key] is None else format(summary[key], spec)
-
-    print(f"{summary['runs']} runs: {summary['optimal']} optimal, {summary['feasible']} feasible (largest gap "
-          f"{shown('largest_gap', '.1e')}), {summary['without_plan']} without a plan; on {len(planned)} plans the "
-          f"simulator's memory is within 1% in {summary['memory_within_1pct']} (worst "
-          f"{shown('worst_memory_rel', '.1e')}), time per sample within 0.1% in "
-          f"{summary['time_per_sample_within_0.1pct']} (worst {shown('worst_time_per_sample_rel', '.1e')}), time per "
-          f"batch within 0.1% in {summary['time_per_batch_within_0.1pct']} (worst "
-          f"{shown('worst_time_per_batch_rel', '.1e')}); solve s median {summary['solve_s_median']:.2f}, max "
-          f"{summary['solve_s_max']:.2f}; time per batch interleaved/1F1B median {shown('batch_ratio_median', '.3f')}, "
-          f"range {shown('batch_ratio_min', '.3f')}–{shown('batch_ratio_max', '.3f')}")
+    print(said(summarized(records)))
+    run = {"machine": machine(), "time_limit": DEFAULT_TIME_LIMIT if args.time_limit is None else args.time_limit}
+    merged, kept, replaced = merged_and_counted(args.json, records, KEY, run, "records")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"machine": machine(), "summary": summary, "records": records}, indent=1) + "\n")
+    args.json.write_text(json.dumps({**run, "summary": summarized(merged), "records": merged}, indent=1) + "\n")
+    print(said_merge(args.json, len(records), kept, replaced))
     return 0
 
 

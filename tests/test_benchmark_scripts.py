@@ -290,6 +290,33 @@ def test_piper_interleaved_runs_the_settings_of_the_instances_there(tmp_path):
     assert piper_interleaved.settings(tmp_path) == [("gnmt", 8, None), ("gnmt", 16, None)]
 
 
+def test_piper_interleaved_run_of_one_instance_keeps_the_records_of_the_others(tmp_path, monkeypatch, capsys):
+    """A run of some instances (``--shared`` holding one) wrote the results file whole, with its records only;
+    the file's summary is that of all its records. A record's ``memory`` is its setting's memory bound (the
+    simulator's memory per stage overwrote it, so no record matched its setting)."""
+    if not (ROOT.parent / "shared" / "piper" / "gnmt.json").is_file():
+        pytest.skip("the Piper instances are not in ../shared/piper")
+    stored = json.loads((BENCHMARKS / "results" / "piper_interleaved.json").read_text())["records"]
+    kept = next(r for r in stored if r["instance"] == "resnet")
+    stale = {**next(r for r in stored if (r["instance"], r["devices"], r["chunks"]) == ("gnmt", 8, 2)), "stale": 1}
+    out = tmp_path / "interleaved.json"
+    out.write_text(json.dumps({"summary": {}, "records": [stale, kept]}))   # as stored: no machine
+    monkeypatch.setattr(piper_interleaved, "SETTINGS", [("gnmt", 8, None)])
+    monkeypatch.setattr(piper_interleaved, "CHUNKS", (2,))
+    assert piper_interleaved.main(["--time-limit", "0.5", "--json", str(out)]) == 0
+    written = json.loads(out.read_text())
+    assert [(r["instance"], r["memory"], r["chunks"], "stale" in r, r["run"].get("time_limit"))
+            for r in written["records"]] == [("resnet", None, 2, False, None), ("gnmt", None, 2, False, 0.5)]
+    # the simulator's memory per stage, [model, simulated], beside the bound (it overwrote the bound)
+    stages = written["records"][1]["stage_memory"]
+    assert stages and all(model == pytest.approx(simulated, rel=0.01) for model, simulated in stages)
+    assert written["time_limit"] == 0.5 and written["summary"] == piper_interleaved.summarized(written["records"])
+    assert written["summary"]["runs"] == 2
+    said = capsys.readouterr().out.splitlines()
+    assert said[-2].startswith("1 runs: ")   # this run's summary
+    assert said[-1] == f"wrote {out}: 1 of this run's rows, 1 of the file's kept, 1 replaced"
+
+
 # ------------------------------------------------------------------------------------------------
 # bad options: argparse's error or one line, status 2, no traceback, no file
 
