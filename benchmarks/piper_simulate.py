@@ -28,7 +28,10 @@ batch of the plan that minimises Piper's objective (what the search starts from)
 and the simulated time per batch of the returned plan against the objective (tolerance: 0.1%).
 
 Writes ``benchmarks/results/piper_simulate.json``: the machine; per run of part 1 the figures above, ``[d, t]``
-per stage and ``[model, simulated]`` memory per stage; under ``"search"`` the rows of part 2.
+per stage and ``[model, simulated]`` memory per stage; under ``"search"`` the rows of part 2. The run's rows
+replace the file's of the same instance, devices, memory bound and schedule and the file's others are kept
+(all its rows of part 2 with ``--no-search``), each with the machine and source of its run as ``run``, so a
+replay of some plans keeps the others'; the run says how many rows of each part it kept and replaced.
 
     python benchmarks/piper_simulate.py [--results benchmarks/results/piper.json] [--solve]
                                         [--no-search] [--repeat 1] [--json benchmarks/results/piper_simulate.json]
@@ -56,12 +59,15 @@ from placement.simulation.parallel import simulate_parallel  # noqa: E402
 from placement.verification.parallel import evaluate_parallel  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cannot_write, machine, positive_int, refuse, write_json  # noqa: E402  (beside this script)
+from common import (cannot_write, kept_table, machine, merged_and_counted, positive_int, refuse,  # noqa: E402
+                    write_json)
 
 SHARED = ROOT.parent / "shared" / "piper"
 GIB = 2**30
 MEMORY_BOUND = 0.01
 TIME_BOUND = 0.001
+#: the fields that name a row of either table: a later run's row of the same values replaces it in the results file
+KEY = ("instance", "devices", "memory_bound", "schedule")
 #: the schedules of part 1 (interleaved plans are laid out differently; see benchmarks of that planner)
 SCHEDULES = ("piper", "1f1b", "gpipe")
 
@@ -77,11 +83,16 @@ def settings() -> list[tuple[str, int | None, float | None]]:
 
 
 def solved_records() -> list[dict]:
+    """The plan records of :func:`settings` solved here, as ``benchmarks/piper.py`` writes them: the devices and
+    memory per device given (the instance's own where the setting has none), so that their rows name the same
+    settings as those of that file's plans."""
     records = []
     for name, devices, memory in settings():
-        result = solve_piper(read_piper(SHARED / f"{name}.json"), devices=devices, memory=memory)
+        instance = read_piper(SHARED / f"{name}.json")
+        result = solve_piper(instance, devices=devices, memory=memory)
         if result.plan is not None:
-            records.append({"instance": name, "devices": result.devices, "memory": memory,
+            records.append({"instance": name, "devices": result.devices,
+                            "memory": instance.max_memory_per_device if memory is None else memory,
                             "stages": result.plan.to_json()["stages"]})
         print(f"solved {name} devices={result.devices} memory={memory}: {result.status}", file=sys.stderr, flush=True)
     return records
@@ -259,10 +270,26 @@ def main(argv: list[str] | None = None) -> int:
               f"{sum(r['time_rel'] <= TIME_BOUND for r in mine)}; largest time difference "
               f"{max((r['time_rel'] for r in mine), default=0):.2e}, memory "
               f"{max((r['memory_rel'] for r in mine), default=0):.2e}")
-    search = [] if args.no_search else search_rows(instances)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.json, {"machine": machine(), "source": source, "runs": out, "search": search})
+    search = None if args.no_search else search_rows(instances)
+    write_merged(args.json, {"machine": machine(), "source": source}, out, search)
     return 0
+
+
+def write_merged(path: Path, settings: dict, runs: list[dict], search: list[dict] | None) -> None:
+    """Merge the run's ``runs`` and ``search`` rows (None: part 2 not run) into the results file ``path`` by
+    :data:`KEY`, keeping the file's other rows (all its search rows where part 2 was not run), each with the
+    ``settings`` of its run; write it and say how many rows of each table it kept and replaced."""
+    tables, said = {}, []
+    for table, rows in (("runs", runs), ("search", search)):
+        if rows is None:
+            tables[table] = kept_table(path, table)
+            said.append(f"{table}: the file's {len(tables[table])} kept (not run)")
+            continue
+        tables[table], kept, replaced = merged_and_counted(path, rows, KEY, settings, table)
+        said.append(f"{table}: {len(rows)} of this run's rows, {kept} of the file's kept, {replaced} replaced")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, {**settings, **tables})
+    print(f"wrote {path}: " + "; ".join(said))
 
 
 if __name__ == "__main__":

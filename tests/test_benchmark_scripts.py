@@ -36,6 +36,7 @@ import milp as milp_benchmark  # noqa: E402
 import piper as piper_benchmark  # noqa: E402
 import piper_first_run  # noqa: E402
 import piper_interleaved  # noqa: E402
+import piper_simulate  # noqa: E402
 import reading  # noqa: E402
 import simulate as simulate_benchmark  # noqa: E402
 import time_limits  # noqa: E402
@@ -1204,6 +1205,44 @@ def test_piper_simulate_refuses_results_it_cannot_replay(tmp_path, records, why)
     done = run("piper_simulate.py", "--results", str(results), "--no-search", "--repeat", "1", "--json", str(out))
     assert refused(done) == f"error: --results {results}: {why}"
     assert not out.exists() and done.stdout == ""
+
+
+def test_piper_simulate_replay_of_some_plans_keeps_the_rows_of_the_others(tmp_path):
+    """A replay of some plans (``--results`` holding one, ``--no-search``) wrote the file whole: the runs of
+    the other plans and every search row were lost."""
+    if not (ROOT.parent / "shared" / "piper").is_dir():
+        pytest.skip("the Piper instances are not in ../shared/piper")
+    record = next(r for r in json.loads((BENCHMARKS / "results" / "piper.json").read_text())
+                  if (r["instance"], r["devices"]) == ("bert32a100", 1))
+    results, out = tmp_path / "piper.json", tmp_path / "simulate.json"
+    results.write_text(json.dumps([record]))
+    stale = {"instance": "bert32a100", "devices": 1, "memory_bound": record["memory"], "schedule": "gpipe"}
+    other = {**stale, "devices": 2}
+    search = {**stale, "status": "optimal"}
+    out.write_text(json.dumps({"machine": "there", "source": "earlier", "runs": [stale, other], "search": [search]}))
+    done = run("piper_simulate.py", "--results", str(results), "--no-search", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = json.loads(out.read_text())
+    assert [(r["devices"], r["schedule"], r["run"].get("source")) for r in written["runs"]] == [
+        (2, "gpipe", "earlier"), (1, "piper", str(results)), (1, "1f1b", str(results)), (1, "gpipe", str(results))]
+    assert written["search"] == [{**search, "run": {"machine": "there"}}]
+    assert done.stdout.splitlines()[-1] == (f"wrote {out}: runs: 3 of this run's rows, 1 of the file's kept, "
+                                            "1 replaced; search: the file's 1 kept (not run)")
+
+
+def test_piper_simulate_solves_records_of_the_settings_piper_json_names(monkeypatch, capsys):
+    """Plans solved here name their setting's devices and memory as piper.py's records do (the file's memory,
+    where they named none), so that their rows replace that file's plans' rows of the same setting."""
+    if not (ROOT.parent / "shared" / "piper").is_dir():
+        pytest.skip("the Piper instances are not in ../shared/piper")
+    monkeypatch.setattr(piper_simulate, "settings", lambda: [("bert32a100", None, None), ("bert32a100", 8, 8 * 2**30)])
+    stored = {(r["instance"], r["devices"], r["memory"]): r["stages"]
+              for r in json.loads((BENCHMARKS / "results" / "piper.json").read_text())}
+    records = piper_simulate.solved_records()
+    assert [(r["instance"], r["devices"], r["memory"]) for r in records] == [
+        ("bert32a100", 10, 80e9), ("bert32a100", 8, 8 * 2**30)]
+    assert all((r["instance"], r["devices"], r["memory"]) in stored for r in records)
+    capsys.readouterr()
 
 
 def test_milp_gpipe_objective_without_a_training_graph_is_refused(tmp_path):
