@@ -193,10 +193,11 @@ def _held_rows(path: Path, table: str | None) -> tuple[dict, list[dict]]:
     return document if isinstance(document, dict) else {}, kept
 
 
-def said_merge(path: Path, run: int, kept: int, replaced: int) -> str:
+def said_merge(path: Path, run: int, kept: int, replaced: int, table: str | None = None) -> str:
     """The line that says what a results file holds after a run merged its rows into it: ``wrote PATH: R of
-    this run's rows, K of the file's kept, P replaced``."""
-    return f"wrote {path}: {run} of this run's rows, {kept} of the file's kept, {replaced} replaced"
+    this run's rows, K of the file's kept, P replaced`` (``wrote PATH: TABLE: ...`` of its list ``table``)."""
+    where = f"{path}" if table is None else f"{path}: {table}"
+    return f"wrote {where}: {run} of this run's rows, {kept} of the file's kept, {replaced} replaced"
 
 
 def kept_table(path: Path, key: str) -> list[dict]:

@@ -14,7 +14,10 @@ is a timed solve, as its status line in the table says.
 
 Writes ``benchmarks/results/piper_first_run.json`` (the machine, every run and the medians); with ``--all``,
 every run of ``benchmarks/piper.py`` (each instance at its own setting, at 1–64 devices, and
-memory-bounded) instead of four, into ``benchmarks/results/piper_first_run_all.json``.
+memory-bounded) instead of four, into ``benchmarks/results/piper_first_run_all.json``. The run's medians and
+runs replace the file's of the same instance, devices and memory (of every version) and the file's others are
+kept, each median with the machine of its run as ``run``, so a run of some instances (``--shared`` holding
+only them) keeps the others'; the run says how many medians it kept and replaced.
 
     python benchmarks/piper_first_run.py [--baseline 9984622] [--repeat 3] [--shared ../shared/piper] [--all]
 """
@@ -37,7 +40,8 @@ from pathlib import Path
 from placement.report.table import format_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cannot_write, machine, positive_int, refuse  # noqa: E402  (beside this script)
+from common import (cannot_write, machine, merged_and_counted, positive_int, refuse,  # noqa: E402
+                    said_merge)
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 2**30
@@ -45,6 +49,8 @@ GIB = 2**30
 #: memory-bounded one whose DP is too long for the plain-Python kernels
 SETTINGS = (("bert32a100", 10, None), ("resnet", 10, None), ("gnmt", 10, None), ("bert32a100", 32, GIB))
 COMPILING = "compiling the DP's kernels"
+#: the fields that name a setting: a later run's medians and runs of it replace the results file's
+KEY = ("instance", "devices", "memory")
 
 
 def commit_error(commit: str) -> str | None:
@@ -181,8 +187,12 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(format_table(rows, left=(0, 2, 3))))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    filename = "piper_first_run_all.json" if args.all else "piper_first_run.json"
-    (out / filename).write_text(json.dumps({"machine": machine(), "medians": medians, "runs": runs}, indent=1) + "\n")
+    path = out / ("piper_first_run_all.json" if args.all else "piper_first_run.json")
+    here = {"machine": machine()}
+    medians, kept, replaced = merged_and_counted(path, medians, KEY, here, "medians")
+    runs = merged_and_counted(path, runs, KEY, {}, "runs")[0]   # a run's ``run`` says cold or warm
+    path.write_text(json.dumps({**here, "medians": medians, "runs": runs}, indent=1) + "\n")
+    print(said_merge(path, len(settings) * len(versions), kept, replaced, "medians"))
     return 0
 
 

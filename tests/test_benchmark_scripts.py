@@ -789,6 +789,29 @@ def test_piper_first_run_times_a_solve_that_finds_no_plan(tmp_path, monkeypatch,
                                                         "exited with status 1"
 
 
+def test_piper_first_run_of_one_instance_keeps_the_medians_and_runs_of_the_others(tmp_path, monkeypatch, capsys):
+    """A run of some instances (``--shared`` holding one) wrote the results file whole, with its rows only."""
+    (tmp_path / "gnmt.json").write_text("{}")
+    monkeypatch.setattr(piper_first_run, "one_run", lambda path, devices, memory, cache, pythonpath: {
+        "wall_s": 0.5, "cpu_s": 0.25, "compiled": False, "exit": 0, "package": "", "traceback": False,
+        "value_line": "largest 1", "last_error_line": ""})
+    out = tmp_path / "out"
+    out.mkdir()
+    setting = {"devices": 10, "memory": None, "version": "new"}
+    (out / "piper_first_run.json").write_text(json.dumps({"machine": "there", "medians": [
+        {"instance": "resnet", **setting}, {"instance": "gnmt", **setting, "stale": 1}], "runs": [
+        {"instance": "resnet", **setting, "run": "cold"}, {"instance": "gnmt", **setting, "run": "cold", "stale": 1},
+        {"instance": "gnmt", **setting, "version": "baseline abc", "run": "cold", "stale": 1}]}))
+    assert piper_first_run.main(["--shared", str(tmp_path), "--out", str(out), "--repeat", "1"]) == 0
+    written = json.loads((out / "piper_first_run.json").read_text())
+    assert [(m["instance"], "stale" in m, m["run"] == {"machine": "there"}) for m in written["medians"]] == [
+        ("resnet", False, True), ("gnmt", False, False)]
+    assert [(r["instance"], r["run"], "stale" in r) for r in written["runs"]] == [
+        ("resnet", "cold", False), ("gnmt", "cold", False), ("gnmt", "warm", False)]
+    assert capsys.readouterr().out.splitlines()[-1] == (f"wrote {out / 'piper_first_run.json'}: medians: 1 of this "
+                                                        "run's rows, 1 of the file's kept, 1 replaced")
+
+
 def test_reading_refuses_a_tree_whose_children_fail(tmp_path, capsys):
     # exit 1 counted as success (solve's "no plan"), so a tree failing on import was timed; the steps then
     # raised CalledProcessError
