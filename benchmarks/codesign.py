@@ -21,7 +21,10 @@ these: the side-by-side shows the direction, not a reproduction.
 
     python benchmarks/codesign.py [--repeat 3] [--models gnmt ...] [--chips 1 2 4 8] [--json PATH]
 
-writes ``benchmarks/results/codesign.json`` (or ``--json``), with the machine.
+writes ``benchmarks/results/codesign.json`` (or ``--json``), with the machine: the run's rows replace the file's
+of the same model and chip count and the file's others are kept, each with the machine of its run as ``run``,
+so a run of some models or chip counts keeps the others'; the file's summary is that of all its rows, the
+printed one this run's, and the run says how many rows it kept and replaced.
 
     python benchmarks/codesign.py --sweep [--workers 2] [--scheduler ADDRESS] [--out RECORDS] [--plots DIR]
                                           [--json PATH]
@@ -57,10 +60,12 @@ from placement.report.table import format_table  # noqa: E402
 from placement.zoo.codesign_models import MODELS, model_file  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cannot_write, machine, positive_int, refuse  # noqa: E402  (beside this script)
+from common import cannot_write, machine, merged_and_counted, positive_int, refuse, said_merge  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 SPEC = ROOT / "benchmarks" / "codesign-sweep.json"
+#: the fields that name a row: a later run's row of the same values replaces it in the results file
+KEY = ("model", "chips")
 #: TPUv2's TDP (Jouppi et al., CACM 63(7), 2020), the per-chip power budget of the table.
 POWER_W = 280.0
 #: WHAM's reported figures (arXiv:2404.14632, abstract).
@@ -165,10 +170,12 @@ def run_benchmark(args: argparse.Namespace) -> int:
     document = {"setting": {"area_mm2": AREA_BUDGET_MM2, "power_w": POWER_W, "grid": "default", "grid_designs": 10_000,
                             "objective": "throughput", "homogeneous": False, "repeat": args.repeat,
                             "random_budget": RANDOM_BUDGET, "seed": SEED, "top_k": TOP_K},
-                "wham_reported": WHAM_REPORTED, "machine": machine(), "summary": s, "rows": rows}
+                "wham_reported": WHAM_REPORTED, "machine": machine()}
     out = Path(args.json or RESULTS / "codesign.json")
+    held, kept, replaced = merged_and_counted(out, rows, KEY, {"machine": document["machine"]})
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(document, indent=1) + "\n")
+    out.write_text(json.dumps({**document, "summary": summary(held), "rows": held}, indent=1) + "\n")
+    print(said_merge(out, len(rows), kept, replaced))
     return 0 if s["rows_exact_at_least_every_baseline"] == s["rows"] else 1
 
 

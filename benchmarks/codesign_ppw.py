@@ -10,7 +10,10 @@ stage (batches/s/W), its designs (stages, distinct), its ratio to the homogeneou
 the homogeneous plans are among its candidates), the designs entering the DP, the blocks it
 costed and the (max load, summed TDP) pairs it kept, the median seconds of each and their ratio.
 Every call includes costing the grid's designs within the budgets on the model. Writes
-``benchmarks/results/codesign_ppw.json`` (or ``--json``), with the machine.
+``benchmarks/results/codesign_ppw.json`` (or ``--json``), with the machine: the run's rows replace the file's
+of the same model, kind, chip count and power budget and the file's others are kept, each with the machine of
+its run as ``run``, so a run of some models, kinds or chip counts keeps the others'; the file's summary is that
+of all its rows, the printed one this run's, and the run says how many rows it kept and replaced.
 
     python benchmarks/codesign_ppw.py [--repeat 3] [--power 280] [--kinds training inference]
                                       [--models gnmt ...] [--chips 1 2 4 8] [--json PATH]
@@ -36,9 +39,12 @@ from placement.report.table import format_table  # noqa: E402
 from placement.zoo.codesign_models import MODELS, model_file  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from codesign import timed  # noqa: E402  (beside this script)
-from common import cannot_write, machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
+from common import (cannot_write, machine, merged_and_counted, positive_float, positive_int,  # noqa: E402
+                    refuse, said_merge)
 
 RESULTS = ROOT / "benchmarks" / "results"
+#: the fields that name a row: a later run's row of the same values replaces it in the results file
+KEY = ("model", "kind", "chips", "power_w")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                              f"{len(stage.designs)}/{len(set(stage.designs))}", f"{stage.value / homog.value:.4f}",
                              str(stage.evaluated), str(w.get("blocks", "")), str(w.get("front_pairs", "")),
                              f"{stage_s:.3f}", f"{homog_s:.3f}", f"{stage_s / homog_s:.2f}"])
-                records.append({"model": model, "kind": kind, "chips": k, "status": stage.status,
-                                "value": stage.value, "homogeneous_value": homog.value,
+                records.append({"model": model, "kind": kind, "chips": k, "power_w": args.power,
+                                "status": stage.status, "value": stage.value, "homogeneous_value": homog.value,
                                 "designs": [d.label for d in stage.designs], "evaluated": stage.evaluated,
                                 "pruned_by": stage.pruned_by, "stats": stage.stats, "median_s": stage_s,
                                 "homogeneous_median_s": homog_s})
@@ -84,13 +90,16 @@ def main(argv: list[str] | None = None) -> int:
     where = machine()
     print(f"\nper stage: median {statistics.median(times):.3f} s, max {max(times):.3f} s over {len(times)} rows; "
           f"{args.repeat} runs per median; {where['processor']}, {where['cpus']} CPUs, load {where['load_average']}")
+    held, kept, replaced = merged_and_counted(args.json, records, KEY, {"machine": where})
+    every = [r["median_s"] for r in held]
     args.json.parent.mkdir(parents=True, exist_ok=True)
     document = {"setting": {"area_mm2": AREA_BUDGET_MM2, "power_w": args.power, "grid": "default",
                             "grid_designs": grid.size, "objective": "perf-per-watt", "repeat": args.repeat},
                 "machine": where,
-                "summary": {"median_s": statistics.median(times), "max_s": max(times), "rows": len(times)},
-                "rows": records}
+                "summary": {"median_s": statistics.median(every), "max_s": max(every), "rows": len(every)},
+                "rows": held}
     args.json.write_text(json.dumps(document, indent=1) + "\n")
+    print(said_merge(args.json, len(records), kept, replaced))
     return 0 if ok else 1
 
 

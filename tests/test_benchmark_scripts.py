@@ -589,6 +589,27 @@ def test_codesign_ppw_writes_where_told(tmp_path):
     assert document["summary"]["rows"] == 1 and "cpu_model" in document["machine"]
 
 
+@pytest.mark.parametrize(("script", "value"), [("codesign.py", "exact_throughput"), ("codesign_ppw.py", "value")])
+def test_codesign_run_of_one_model_keeps_the_rows_of_the_others(tmp_path, script, value):
+    """A run of some models or chip counts wrote the results file whole, with its rows only; the file's
+    summary is that of all its rows."""
+    stored = BENCHMARKS / "results" / script.replace(".py", ".json")
+    out = tmp_path / "results.json"
+    shutil.copy(stored, out)
+    before = json.loads(stored.read_text())["rows"]
+    done = run(script, "--repeat", "1", "--models", "gnmt", "--chips", "1", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == (f"wrote {out}: 1 of this run's rows, {len(before) - 1} of the file's "
+                                            "kept, 1 replaced")
+    written = json.loads(out.read_text())
+    (mine,) = [r for r in before if (r["model"], r["chips"], r.get("kind", "training")) == ("gnmt", 1, "training")]
+    # the others in their order, then the same optimum measured again (to the last digits: sums in another order)
+    assert [(r["model"], r["chips"], r[value]) for r in written["rows"]] == [
+        (r["model"], r["chips"], pytest.approx(r[value], rel=1e-12)) for r in [*(r for r in before if r is not mine),
+                                                                                 mine]]
+    assert written["summary"]["rows"] == len(before)
+
+
 def test_codesign_exact_agrees_with_its_check_to_the_last_digits(tmp_path):
     # the two methods reach the same optimum by sums taken in another order: 214.83299036780946 against
     # 214.83299036780937 on one chip was DIFFERENT, and the run exited with status 1
