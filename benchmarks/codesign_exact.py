@@ -10,7 +10,10 @@ searches reach the optimum by other floating-point operations, so their last dig
 says ``equal``, or ``DIFFERENT``, and the run, after its last row and the JSON, exits with status 1),
 designs evaluated and DP runs of each, median
 seconds of each, and the check's time over the exact method's. Writes
-``benchmarks/results/codesign_exact.json`` (or ``--json``), with the machine.
+``benchmarks/results/codesign_exact.json`` (or ``--json``), with the machine: the run's rows replace the file's
+of the same chip count, mode, objective and power budget and the file's others are kept, each with the
+repeats and machine of its run as ``run``, so a run to fewer chips keeps the rows of more; the run says how
+many rows it kept and replaced.
 
     python benchmarks/codesign_exact.py [--chips 3] [--power 130] [--repeat 3]
                                         [--json benchmarks/results/codesign_exact.json]
@@ -36,11 +39,14 @@ from placement.codesign.workload import load_workload  # noqa: E402
 from placement.report.table import cell, format_table  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cannot_write, machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
+from common import (cannot_write, machine, merged_and_counted, positive_float, positive_int,  # noqa: E402
+                    refuse, said_merge)
 
 MODEL = ROOT / "instances" / "models" / "mlp-training.json"
 GRID = ROOT / "instances" / "grids" / "tiny.json"
 AREA = 606.68
+#: the fields that name a row: a later run's row of the same values replaces it in the results file
+KEY = ("chips", "homogeneous", "objective", "power_w")
 #: the relative difference the two values may show: each is reached by other floating-point operations
 TOLERANCE = 1e-12
 
@@ -93,16 +99,20 @@ def main(argv: list[str] | None = None) -> int:
                              f"{exact.dp_runs}/{check.dp_runs}", f"{exact_s:.3f}", f"{check_s:.3f}",
                              f"{check_s / exact_s:.1f}"])
                 records.append({"chips": chips, "homogeneous": homogeneous, "objective": objective,
-                                "exact_value": exact.value, "exhaustive_value": check.value, "equal": equal,
+                                "power_w": args.power, "exact_value": exact.value, "exhaustive_value": check.value,
+                                "equal": equal,
                                 "exact_evaluated": exact.evaluated, "exhaustive_evaluated": check.evaluated,
                                 "exact_dp_runs": exact.dp_runs, "exhaustive_dp_runs": check.dp_runs,
                                 "exact_median_s": exact_s, "exhaustive_median_s": check_s,
                                 "ratio": check_s / exact_s})
     print("\n".join(format_table(rows, left=(1, 2, 5))))
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"model": str(MODEL.relative_to(ROOT)), "grid": str(GRID.relative_to(ROOT)),
-                                           "area_mm2": AREA, "power_w": args.power, "repeat": args.repeat,
-                                           "machine": machine(), "rows": records}, indent=1) + "\n", encoding="utf-8")
+    out, settings = Path(args.json), {"repeat": args.repeat, "machine": machine()}
+    held, kept, replaced = merged_and_counted(out, records, KEY, settings)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"model": str(MODEL.relative_to(ROOT)), "grid": str(GRID.relative_to(ROOT)),
+                               "area_mm2": AREA, "power_w": args.power, **settings, "rows": held}, indent=1) + "\n",
+                   encoding="utf-8")
+    print(said_merge(out, len(records), kept, replaced))
     return 0 if all_agree else 1
 
 

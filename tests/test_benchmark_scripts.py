@@ -621,6 +621,22 @@ def test_codesign_exact_agrees_with_its_check_to_the_last_digits(tmp_path):
     assert [row["equal"] for row in json.loads(out.read_text())["rows"]] == [True] * 4
 
 
+def test_codesign_exact_to_fewer_chips_keeps_the_rows_of_more(tmp_path):
+    """A run to fewer chips wrote the results file whole, with its rows only."""
+    stored = BENCHMARKS / "results" / "codesign_exact.json"
+    out = tmp_path / "exact.json"
+    shutil.copy(stored, out)
+    before = json.loads(stored.read_text())["rows"]
+    done = run("codesign_exact.py", "--chips", "1", "--repeat", "1", "--json", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == f"wrote {out}: 4 of this run's rows, 8 of the file's kept, 4 replaced"
+    name = lambda row: (row["chips"], row["homogeneous"], row["objective"], row["power_w"])  # noqa: E731
+    written = json.loads(out.read_text())["rows"]
+    assert [name(r) for r in written] == [name(r) for r in before if r["chips"] > 1] + [
+        name(r) for r in before if r["chips"] == 1]
+    assert [r["run"]["repeat"] for r in written] == [3] * 8 + [1] * 4
+
+
 # ------------------------------------------------------------------------------------------------
 # a run of some instances or settings updates their rows and keeps the file's others
 
