@@ -19,7 +19,9 @@
    ``--repeat``), and tasks per second.
 
 ``--only-scale`` runs part 3 alone. A part not run (by that option, or without the published
-instances) keeps the rows of the JSON file, each with the machine it ran on.
+instances) keeps the rows of the JSON file, each with the machine it ran on. The stream rows of the
+instances streamed replace the file's of the same instances and the file's others are kept (a folder of
+some instances keeps the others'); the run says how many it kept and replaced.
 
 Checks, on the rows this run measured: every engine row's whole ``simulate`` call takes under 2 s
 per 1,000 micro-batches (the simulator's requirement, docs/simulator.md; its work grows with the
@@ -53,7 +55,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from child import run_child  # noqa: E402
-from common import cannot_write, kept_table, machine, positive_int, read_instances, refuse  # noqa: E402
+from common import (cannot_write, kept_table, machine, merged_and_counted, positive_int,  # noqa: E402
+                    read_instances, refuse, said_merge)
 from placement.io.tarnawski import read_instance  # noqa: E402
 from placement.simulation import simulate_pipeline  # noqa: E402
 from placement.simulation.engine import execute  # noqa: E402
@@ -257,13 +260,15 @@ def main(argv: list[str] | None = None) -> int:
     engines = kept_table(args.json, "engines") if args.only_scale else engine_rows(args.microbatches, args.repeat)
     measured = [] if args.only_scale else stream_rows(instances, problems, args.microbatches)
     failed = failures([] if args.only_scale else engines, measured)   # this run's rows: kept ones were checked
-    streams = measured or kept_table(args.json, "streams")   # skipped: the file's rows stay
+    here = {"machine": machine()}
+    # the file's rows of the instances this run did not stream stay (all of them where it streamed none)
+    streams, kept, replaced = merged_and_counted(args.json, measured, ("instance",), here, "streams")
     scale = scale_rows(instances, args.scale_microbatches, args.baseline_microbatches, args.repeat)
     scale = scale or kept_table(args.json, "scale")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"machine": machine(), "engines": engines, "streams": streams, "scale": scale},
+    args.json.write_text(json.dumps({**here, "engines": engines, "streams": streams, "scale": scale},
                                     indent=2) + "\n")
-    print(f"\nwrote {args.json}")
+    print("\n" + said_merge(args.json, len(measured), kept, replaced, "streams"))
     for r in measured:
         if r["period"] is None:
             print(f"note: streams: {r['instance']} has not settled within {args.microbatches:,} micro-batches "

@@ -938,6 +938,24 @@ def test_simulate_notes_only_the_streams_it_measured(tmp_path, monkeypatch, caps
     assert [r["instance"] for r in json.loads(out.read_text())["streams"]] == ["i", "j"]
 
 
+def test_simulate_streams_of_some_instances_keep_the_rows_of_the_others(tmp_path, monkeypatch, capsys):
+    """A folder of some instances replaced the file's stream rows whole with its own."""
+    out = tmp_path / "simulate.json"
+    stale = {"instance": "tiny/chain4", "stale": 1}
+    out.write_text(json.dumps({"machine": {"cpus": 2}, "engines": [], "scale": [],
+                               "streams": [{"instance": "i", "rel_diff": 0.0}, stale]}))
+    monkeypatch.setattr(simulate_benchmark, "engine_rows", lambda microbatches, repeat: [])
+    (tmp_path / "given" / "tiny").mkdir(parents=True)
+    shutil.copy(ROOT / "instances" / "tiny" / "chain4.json", tmp_path / "given" / "tiny" / "chain4.json")
+    given = str(tmp_path / "given")
+    assert simulate_benchmark.main(["--json", str(out), "--instances", given, "--microbatches", "50"]) == 0
+    streams = json.loads(out.read_text())["streams"]
+    assert [(r["instance"], "stale" in r, r["run"]["machine"] == {"cpus": 2}) for r in streams] == [
+        ("i", False, True), ("tiny/chain4", False, False)]
+    assert streams[1]["max_load"] == 7.5   # CHAIN4's optimum
+    assert f"wrote {out}: streams: 1 of this run's rows, 1 of the file's kept, 1 replaced" in capsys.readouterr().out
+
+
 def test_simulate_checks_say_which_row_failed_what():
     # a simulate call of 2 s or more made the script exit 1 without a word, at 2 s whatever --microbatches
     def engine(microbatches: int, seconds: float) -> dict:
