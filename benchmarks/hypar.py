@@ -17,7 +17,9 @@ graphs copy those costs while their edges carry the backward tensors' own sizes)
     python benchmarks/hypar.py [--batch 256] [--types 2] [--max-accelerators 64] [--json benchmarks/results/hypar.json]
 
 The run's rows of part 1 replace the JSON file's rows of the same network, accelerator count, batch and
-partition types; the file's other rows are kept (a run to 4 accelerators leaves those of 8 to 64).
+partition types; the file's other rows are kept (a run to 4 accelerators leaves those of 8 to 64). Its ledger
+rows of part 2 replace the file's of the same instances and the others are kept (a folder of some instances
+keeps the others'); the run says how many ledger rows it kept and replaced.
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from placement.errors import LimitExceededError
 from placement.solvers.hypar import PLANNERS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (cannot_write, integer_at_least, kept_table, machine,  # noqa: E402  (beside this script)
-                    merged_rows, positive_int, read_instances, refuse)
+from common import (cannot_write, integer_at_least, machine, merged_and_counted,  # noqa: E402  (beside this script)
+                    merged_rows, positive_int, read_instances, refuse, said_merge)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
@@ -187,14 +189,16 @@ def main(argv: list[str] | None = None) -> int:
             ledger = ledger_rows(problems)
         else:
             print(f"no instances at {instances} (the published instances live in ../shared); skipped")
-    ledger = ledger or kept_table(args.json, "ledger")   # part 2 not run: the file's rows stay
+    here = {"machine": machine()}
+    # the file's ledger rows of the instances this run did not solve stay (all of them where part 2 was not run)
+    solved = len(ledger)
+    ledger, kept, replaced = merged_and_counted(args.json, ledger, ("instance",), here, "ledger")
     # part 1 at other accelerator counts, batches or types replaces their rows and keeps the file's others
-    planners = merged_rows(args.json, rows, ("network", "accelerators", "batch", "types"), {"machine": machine()},
-                           table="planners")
+    planners = merged_rows(args.json, rows, ("network", "accelerators", "batch", "types"), here, table="planners")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"machine": machine(), "planners": planners, "paper": paper_rows(planners),
+    args.json.write_text(json.dumps({**here, "planners": planners, "paper": paper_rows(planners),
                                      "ledger": ledger}, indent=2) + "\n")
-    print(f"\nwrote {args.json}")
+    print("\n" + said_merge(args.json, solved, kept, replaced, "ledger"))
     return 0
 
 

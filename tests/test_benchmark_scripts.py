@@ -1164,6 +1164,21 @@ def test_hypar_ledger_of_an_instance_without_tensor_sizes(tmp_path, capsys):
         "tiny/unmirrored-backward", "2", "-", "0/0", "0", "0", "0", "-"]
 
 
+def test_hypar_ledger_of_some_instances_keeps_the_rows_of_the_others(tmp_path, capsys):
+    """A folder of some instances replaced the file's ledger rows whole with its own."""
+    folder = tiny_folder(tmp_path / "inputs", "unmirrored-backward")
+    out = tmp_path / "hypar.json"
+    out.write_text(json.dumps({"machine": {"cpus": 2}, "planners": [], "paper": [], "ledger": [
+        {"instance": "i"}, {"instance": "tiny/unmirrored-backward", "stale": 1}]}))
+    assert hypar_benchmark.main(["--max-accelerators", "2", "--repeat", "1", "--instances", str(folder),
+                                 "--json", str(out)]) == 0
+    ledger = json.loads(out.read_text())["ledger"]
+    assert [(r["instance"], "stale" in r, r["run"] == {"machine": {"cpus": 2}}, r.get("sized")) for r in ledger] == [
+        ("i", False, True, None), ("tiny/unmirrored-backward", False, False, 0)]
+    assert capsys.readouterr().out.splitlines()[-1] == (f"wrote {out}: ledger: 1 of this run's rows, 1 of the file's "
+                                                        "kept, 1 replaced")
+
+
 NOT_AN_INSTANCE = [
     ("hypar.py", ["--max-accelerators", "2", "--repeat", "1"], "--json"),
     ("simulate.py", ["--microbatches", "10", "--repeat", "1"], "--json"),
