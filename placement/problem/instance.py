@@ -385,7 +385,7 @@ def add_to_total(sums: dict[str, float], where: str, field: str, value: float) -
 def format_number(value: float) -> str:
     """Exact, short text for a number: ``%g`` when that round-trips, whole numbers in full, else ``repr``;
     a negative zero (``-0.0``, as a file may write it) is 0."""
-    value = value + 0 if value == 0 else value   # -0.0 + 0 is 0.0: "-0" named a number no one meant
+    value = value + 0   # -0.0 + 0 is 0.0 (any other number stays itself): "-0" named a number no one meant
     short = f"{value:g}"
     if float(short) == value:
         return short

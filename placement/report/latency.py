@@ -18,7 +18,7 @@ _CALL = re.compile(r"device \d+ call \d+")
 
 
 def _num(x: float) -> str:
-    return "-" if math.isinf(x) else f"{x + 0 if x == 0 else x:.6g}"   # a negative zero is 0
+    return "-" if math.isinf(x) else f"{x + 0:.6g}"   # + 0: a negative zero is 0, any other number itself
 
 
 def chain_text(critical: tuple[str, ...]) -> str:

@@ -50,7 +50,7 @@ def cell(x: float | None) -> str:
     """A number for a table cell: six significant digits, ``inf``, or ``-`` for none (a negative zero is 0)."""
     if x is None:
         return "-"
-    return "inf" if math.isinf(x) else f"{x + 0 if x == 0 else x:.6g}"
+    return "inf" if math.isinf(x) else f"{x + 0:.6g}"   # + 0: a negative zero is 0
 
 
 def percent(share: float, decimals: int = 1) -> str:
