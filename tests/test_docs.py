@@ -243,3 +243,22 @@ def test_readme_verify_examples_print_what_it_says(first, shown, tmp_path, monke
     assert main(verify[1:]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert [line for line in printed if line in shown] == shown
+
+
+def test_time_limit_help_names_every_method_it_applies_to():
+    # `solve --help` and the README's option table named the MILP, auto and local-search as the methods that
+    # take --time-limit; latency-chain and latency-modules take it too (the README's baselines paragraph, and
+    # docs/api.md), and a reader of the help alone took it for an option they refuse
+    from placement.cli.command import build_parser
+    from placement.solvers.registry import METHODS
+
+    timed = sorted(name for name, spec in METHODS.items() if "time_limit" in spec.options and name != "milp")
+    assert timed == ["latency-chain", "latency-modules", "local-search"]
+    solve = build_parser(["solve"])._subparsers._group_actions[0].choices["solve"]
+    [action] = [a for a in solve._actions if "--time-limit" in a.option_strings]
+    helped = " ".join(action.help.split())
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    [row] = [line for line in readme.splitlines() if line.startswith("| `--time-limit SECONDS` |")]
+    for name in timed:
+        assert re.search(rf"\b{name}\b", helped), name
+        assert f"`{name}`" in row, name

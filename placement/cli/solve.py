@@ -62,10 +62,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="MILP backend (default cp-sat): one that `placement info --solvers` lists, or "
                         "pulp:SOLVER for another solver PuLP finds installed")
     p.add_argument("--time-limit", dest="time_limit", type=positive_float, metavar="SECONDS",
-                   help="time limit of the whole call with the MILP, auto or local-search (default 60 for the "
-                        "MILP: warm start, model and solver; 8 for Piper's --schedule interleaved; none for "
-                        "Piper's other schedules, whose DP then runs to the end); a stop at the limit is "
-                        "reported as feasible with its gap")
+                   help="time limit of the whole call with the MILP, auto, local-search, latency-chain or "
+                        "latency-modules (default 60 for the MILP, whose warm start, model and solver it covers, "
+                        "and for latency-chain; 8 for Piper's --schedule interleaved; none for Piper's other "
+                        "schedules, whose DP then runs to the end); a stop at the limit is reported as feasible "
+                        "with its gap")
     # no defaults here: an option left out is None, so that the library refuses one typed where it does not
     # apply whatever its value, its default too
     p.add_argument("--gap", type=relative_gap, metavar="REL",
