@@ -262,3 +262,17 @@ def test_time_limit_help_names_every_method_it_applies_to():
     for name in timed:
         assert re.search(rf"\b{name}\b", helped), name
         assert f"`{name}`" in row, name
+
+
+def test_pytorch_page_install_table_lists_what_each_extra_installs():
+    # docs/pytorch.md, "Install": the `models` row said `transformers` where the extra pins the version that wrote
+    # the bundled instances (the README names it, `transformers==5.24.0`); every row now gives the extra's own pins
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    page = (ROOT / "docs" / "pytorch.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([a-z]+)` \| [^|]* \| (.*) \|$", page.split("## Install\n")[1].split("\n\n")[0],
+                           flags=re.M))
+    assert sorted(rows) == ["models", "onnx", "torch"]
+    for extra, installs in rows.items():
+        assert sorted(re.findall(r"`([^`]+)`", installs.split(";")[0])) == sorted(extras[extra]), extra
