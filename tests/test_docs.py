@@ -208,6 +208,29 @@ def test_simulator_page_quick_start_prints_what_it_shows(tmp_path, monkeypatch, 
     assert main(simulate[1:]) == 0
     assert capsys.readouterr().out.splitlines() == shown.splitlines()
     assert (tmp_path / "trace.json").stat().st_size > 0 and (tmp_path / "gantt.png").stat().st_size > 0
+    # "The same plan under `--schedule 1f1b-flush` takes ... per iteration."
+    flush = re.search(r"The same plan under `--schedule 1f1b-flush` takes ([0-9.]+) per iteration", page).group(1)
+    assert main([*simulate[1:4], "--schedule", "1f1b-flush", "--microbatches", "8"]) == 0
+    assert f"iteration       {flush}  (time per sample" in capsys.readouterr().out
+
+
+def test_simulator_page_stream_check_prints_what_it_says(tmp_path, monkeypatch, capsys):
+    # docs/simulator.md: GNMT inference's optimal plan streamed for 1,000 micro-batches runs at its max load
+    from placement.cli import main
+
+    shared = ROOT.parent / "shared"
+    if not (shared / "tarnawski").is_dir():
+        pytest.skip("the published instances of Tarnawski et al. (../shared/tarnawski) are not here")
+    page = (ROOT / "docs" / "simulator.md").read_text(encoding="utf-8")
+    commands, first, second = re.search(r"checks the\nthroughput claim directly:\n\n((?:    placement .*\n)+)\nprints "
+                                        r"`([^`]*)` next to `([^`]*)`", page).groups()
+    solve, simulate = [shlex.split(line.replace("../shared", str(shared))) for line in commands.splitlines()]
+    monkeypatch.chdir(tmp_path)
+    assert main(solve[1:]) == 0
+    capsys.readouterr()
+    assert main(simulate[1:]) == 0
+    printed = " ".join(capsys.readouterr().out.split())   # the page quotes the figures with single spaces
+    assert f" {first} " in printed and f" {' '.join(second.split())} " in printed
 
 
 def readme_commands(first: str) -> list[list[str]]:
@@ -276,3 +299,58 @@ def test_pytorch_page_install_table_lists_what_each_extra_installs():
     assert sorted(rows) == ["models", "onnx", "torch"]
     for extra, installs in rows.items():
         assert sorted(re.findall(r"`([^`]+)`", installs.split(";")[0])) == sorted(extras[extra]), extra
+
+
+def test_hypar_page_session_prints_what_it_shows(capsys):
+    # docs/hypar.md: `placement hypar vgg-a` as the page shows it, the search times aside (they vary); its
+    # '...' lines stand for rows left out
+    from placement.cli import main
+
+    page = (ROOT / "docs" / "hypar.md").read_text(encoding="utf-8")
+    block = re.search(r"\n\n(    \$ placement hypar .*?)\n\n(?! )", page, re.S).group(1)
+    command, *shown = [line[4:] for line in block.splitlines()]
+    argv = shlex.split(command[2:])
+    assert argv[:2] == ["placement", "hypar"]
+    assert main(argv[1:]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    planners = ("hypar", "exact", "all-dp", "all-mp", "one-weird-trick")
+
+    def timeless(line: str) -> str:   # a planner's row less its search time, the last column
+        return line.rsplit(maxsplit=1)[0] if line.split(maxsplit=1)[:1] in [[p] for p in planners] else line
+
+    rest = iter(timeless(line) for line in printed)
+    for line in shown:
+        if line != "...":
+            assert timeless(line) in rest, line   # in the order shown, later rows left out at each '...'
+    assert len([line for line in printed if line.split(maxsplit=1)[:1] == ["conv1_1"]]) == 1
+
+
+def test_hypar_page_gains_of_the_exact_planner():
+    # docs/hypar.md, "The planners": the exact planner against HyPar's search, in bytes (batch 256)
+    def totals(network, accelerators, types=2):
+        plans = placement.hypar(network, accelerators=accelerators, batch=256, types=types).plans
+        return {p.planner: float(p.communication.bytes) for p in plans}
+
+    lenet = totals("lenet-c", 8)
+    assert (lenet["hypar"], lenet["exact"]) == (10_093_280, 10_054_240)
+    vgg = totals("vgg-a", 64)
+    assert (round(vgg["hypar"] / 10**9, 4), round(vgg["exact"] / 10**9, 4)) == (4.8689, 4.8626)
+    accpar = totals("vgg-a", 64, types=3)
+    assert (round(accpar["hypar"] / 10**9, 3), round(accpar["exact"] / 10**9, 3)) == (4.211, 4.024)
+
+
+def test_readme_max_ideals_examples(monkeypatch, capsys):
+    # README, `--max-ideals`: the limit spares a chain (its 5 ideals solve under a limit of 2), not a diamond (6)
+    from placement.cli import main
+
+    monkeypatch.chdir(ROOT)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    chain, diamond = [shlex.split(command) for command in re.findall(
+        r"`(placement solve instances/tiny/\S+ --max-ideals 2[^`]*)`", readme.split("The limit on ideals spares")[1])]
+    assert main(chain[1:]) == 0
+    printed = capsys.readouterr().out
+    assert "status      optimal" in printed and "max-load    7.500000" in printed and "(5 ideals," in printed
+    assert main(diamond[1:]) == 2
+    assert capsys.readouterr().err.startswith("error: more than 2 ideals in the contracted graph")
+    assert main(["info", diamond[2]]) == 0
+    assert "\nideals:                 6\n" in capsys.readouterr().out
