@@ -354,3 +354,18 @@ def test_readme_max_ideals_examples(monkeypatch, capsys):
     assert capsys.readouterr().err.startswith("error: more than 2 ideals in the contracted graph")
     assert main(["info", diamond[2]]) == 0
     assert "\nideals:                 6\n" in capsys.readouterr().out
+
+
+def test_hypar_help_states_the_ranges_it_takes():
+    # `placement hypar --help` said "a power of two >= 2" and "batch size", where the command refuses more than
+    # 2^53 of either (docs/hypar.md's table states both ranges); the help now gives the ranges enforced
+    from placement.cli.command import build_parser
+    from placement.costmodel.hypar import MAX_BATCH, MAX_LEVELS
+
+    hypar = build_parser(["hypar"])._subparsers._group_actions[0].choices["hypar"]
+    helps = {action.dest: " ".join(action.help.split()) for action in hypar._actions if action.help}
+    assert MAX_BATCH == 2 ** 53
+    assert f"a power of two from 2 to 2^{MAX_LEVELS}" in helps["accelerators"]
+    assert "an integer from 1 to 2^53" in helps["batch"]
+    page = (ROOT / "docs" / "hypar.md").read_text(encoding="utf-8")
+    assert f"a power of two from 2 to 2^{MAX_LEVELS}" in page and "an integer from 1 to 2^53" in page

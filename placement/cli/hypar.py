@@ -21,8 +21,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("network", type=input_path,
                    help="a bundled network name (e.g. vgg-a, lenet-c) or a network file (-: standard input)")
     p.add_argument("--accelerators", type=positive_int, required=True, metavar="N",
-                   help="number of accelerators, a power of two >= 2")
-    p.add_argument("--batch", type=positive_int, required=True, metavar="B", help="batch size")
+                   help="number of accelerators, a power of two from 2 to 2^53 (the array is bisected level "
+                        "by level)")
+    p.add_argument("--batch", type=positive_int, required=True, metavar="B",
+                   help="batch size, an integer from 1 to 2^53")
     p.add_argument("--types", type=int, choices=[2, 3], default=2,
                    help="partition types: 2 = HyPar's dp and mp (default), 3 = AccPar's dp, mp and mp-out")
     p.add_argument("--out", type=path_name, metavar="FILE", help="also write the choices and totals as JSON")
