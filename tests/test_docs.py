@@ -369,3 +369,31 @@ def test_hypar_help_states_the_ranges_it_takes():
     assert "an integer from 1 to 2^53" in helps["batch"]
     page = (ROOT / "docs" / "hypar.md").read_text(encoding="utf-8")
     assert f"a power of two from 2 to 2^{MAX_LEVELS}" in page and "an integer from 1 to 2^53" in page
+
+
+def test_piper_page_device_types_table():
+    # docs/piper.md, "Device types and CPUs": bert32a100 with its device as `a100` (the file's memory, speed 1),
+    # a `v100` (32 GiB, speed 0.5) and a `cpu` (256 GiB, speed 0.02, t = 1), each row's counts per type
+    shared = ROOT.parent / "shared" / "piper" / "bert32a100.json"
+    if not shared.exists():
+        pytest.skip("the published Piper instances (../shared/piper) are not here")
+    page = (ROOT / "docs" / "piper.md").read_text(encoding="utf-8")
+    table = page.split("Results (`python benchmarks/piper.py --types-only`")[1].split("```")[1]
+    rows = [re.fullmatch(r"(\S+) +(\S+) +(\S+) +(\S+) +(\S+) +(\S+) +(.+?) +\S+", line).groups()
+            for line in table.strip().splitlines()[2:]]   # the last column, the solve time, varies
+    assert len(rows) == 7
+    document = json.loads(shared.read_text(encoding="utf-8"))
+    plain = placement.load(document)
+    gib = 2 ** 30
+    document["deviceTypes"] = {"a100": {"count": 64, "memory": document["maxMemoryPerDevice"]},
+                               "v100": {"count": 64, "memory": 32 * gib, "speed": 0.5},
+                               "cpu": {"count": 64, "memory": 256 * gib, "speed": 0.02, "cpu": True}}
+    typed = placement.load(document)
+    for name, devices, status, objective, alone, ratio, stages in rows:
+        assert name == "bert32a100"
+        counts = {kind: int(count) for kind, count in (part.split(":") for part in devices.split(","))}
+        result = placement.solve(typed, devices=counts)
+        on_types = " | ".join(f"{s.device_type}×{s.d * s.t}" for s in result.plan.stages)
+        assert (str(result.status), f"{result.value:.6g}", on_types) == (status, objective, stages), devices
+        unmixed = placement.solve(plain, devices=counts["a100"]).value
+        assert (f"{unmixed:.6g}", f"{result.value / unmixed:.3f}") == (alone, ratio), devices
