@@ -397,3 +397,12 @@ def test_piper_page_device_types_table():
         assert (str(result.status), f"{result.value:.6g}", on_types) == (status, objective, stages), devices
         unmixed = placement.solve(plain, devices=counts["a100"]).value
         assert (f"{unmixed:.6g}", f"{result.value / unmixed:.3f}") == (alone, ratio), devices
+
+
+def test_every_benchmark_script_is_named_in_the_docs():
+    # benchmarks/codesign_exact.py (the exact co-design against its exhaustive check, with stored results)
+    # was in no page: a reader could not find it or what its results file holds
+    pages = "".join(p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
+    helpers = {"common.py"}   # imported by the scripts, run by none
+    scripts = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if p.name not in helpers)
+    assert [name for name in scripts if f"benchmarks/{name}" not in pages] == []
