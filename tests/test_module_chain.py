@@ -50,6 +50,23 @@ def test_the_latency_milp_reports_the_bound():
         "optimal", 8.0, 8.0, 3)
 
 
+def test_the_latency_milp_falls_back_to_the_bound_without_counts_when_the_counted_one_runs_out_of_time(
+        monkeypatch):
+    """The counted bound may run out of its time where the one without counts, less work, would not:
+    the fork's bound without counts is 8 (test_the_fork_by_hand), the optimum, so the solve is proven by it."""
+    pytest.importorskip("ortools")
+    from placement.problem.module_chain import OUT_OF_TIME, ModuleChain
+    from placement.solvers.milp import latency
+
+    def counted_out_of_time(problem, *args, calls=None, **kwargs):
+        return ModuleChain(None, why=OUT_OF_TIME) if calls is not None else module_chain(problem, *args, **kwargs)
+
+    monkeypatch.setattr(latency, "module_chain", counted_out_of_time)
+    solved = placement.solve(fork(), objective="latency", method="milp")
+    assert (solved.status, solved.value, solved.stats["module_bound"], solved.stats["module_bound_counts_calls"],
+            solved.stats["module_bound_counted_skipped"]) == ("optimal", 8.0, 8.0, False, OUT_OF_TIME)
+
+
 def two_branches() -> Instance:
     """a → (b → c) and a → d, both into e; accelerator times a 2, b 3, c 3, d 1, e 2; CPU times
     ten times as much; every node sends 1; one accelerator of memory 3 (each node 1), one CPU.
