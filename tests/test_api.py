@@ -233,6 +233,9 @@ def test_a_misspelt_keyword_is_a_type_error_naming_the_keyword_meant(call, messa
      "backend does not apply to method 'dp' (it takes max_ideals, stages)"),
     ({"method": "greedy", "stages": 2}, "stages",
      "stages does not apply to method 'greedy' (it takes none of the solver options)"),
+    # PipeDream's DP places a chain of fused blocks, whose ideals are never refused for their count: no limit applies
+    ({"method": "pipedream", "max_ideals": 10}, "max_ideals",
+     "max_ideals does not apply to method 'pipedream' (it takes none of the solver options)"),
     ({"backend": "gurobi"}, "backend", None),
     ({"warm_start": 3}, "warm_start", "warm_start must be True, False or a plan (plan must be a Plan, a Result or its "
                                         "plan, a plan document (dict) or a plan file path, not int)"),

@@ -33,7 +33,7 @@ from placement.problem.instance import Instance
 from placement.solution import Solution
 from placement.solvers.baselines.common import THROUGHPUT, check_objective, throughput_solution
 from placement.solvers.dp import solve_dp
-from placement.solvers.ideals import DEFAULT_MAX_IDEALS, Contraction, contract
+from placement.solvers.ideals import Contraction, contract
 
 
 def chain_blocks(contraction: Contraction) -> list[int]:
@@ -76,11 +76,12 @@ def fused_problem(problem: Instance) -> tuple[Instance, int]:
 
 
 def solve_pipedream(problem: Instance, **options: Any) -> Solution:
-    """The chain plan of the module docstring; uses option ``max_ideals`` (others are ignored)."""
+    """The chain plan of the module docstring; options other than ``objective`` are ignored (a chain's ideals,
+    the prefixes of its one order, are never refused for their count, so no ``max_ideals`` applies)."""
     check_objective(options, "pipedream", THROUGHPUT)
     start = time.perf_counter()
     fused, blocks = fused_problem(problem)
-    chain = solve_dp(fused, max_ideals=options.get("max_ideals", DEFAULT_MAX_IDEALS))
+    chain = solve_dp(fused)
     stats = {"chain_blocks": blocks, "chain_max_load": chain.objective if chain.plan is not None else None}
     note = ("" if chain.plan is not None
             else "no pipeline of the fused chain satisfies the memory and support constraints")
