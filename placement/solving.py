@@ -164,6 +164,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         from placement.backward_split import check_split_request, solve_split
 
         check_split_request(problem, method, options, {name: given[name] for name in _DEFAULTS})
+        _refuse_unused_seed(options["backend"], seed)
         try:
             return _recording(solve_split(problem, model, options, started), problem, accelerators, cpus, memory)
         except Interrupted as exc:
@@ -174,6 +175,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     names = [method] if method != AUTO else ["dp", "milp"]
     for name in names:
         _check_request(METHODS[name], problem, options, given, auto=method == AUTO)
+    if "milp" in names:
+        _refuse_unused_seed(options["backend"], seed)
     chose_the_milp = None   # why auto takes the MILP at once
     if method == AUTO:
         method = "dp" if objective == "throughput" and contiguity == "stages" else "milp"
@@ -597,6 +600,21 @@ def _backend(backend: Any) -> str | None:
 
     check_backend_name(backend)
     return backend
+
+
+def _refuse_unused_seed(backend: str | None, seed: Any) -> None:
+    """Refuse a ``seed`` given (not ``None``, whatever its value) for a MILP ``backend`` that is given none
+    (its ``seed`` capability: CBC behind OR-Tools, PuLP's solvers), as an option a method does not use is."""
+    if seed is None:
+        return
+    from placement.solvers.milp.backends import BACKENDS, backend_capabilities
+    from placement.solvers.milp.entry import DEFAULT_BACKEND
+
+    name = backend or DEFAULT_BACKEND
+    if not backend_capabilities(name)["seed"]:
+        takers = [n for n in BACKENDS if backend_capabilities(n)["seed"]]
+        raise InvalidParameterError("seed", f"does not apply to backend {name!r}, which takes no seed (backends "
+                                            f"{', '.join(map(repr, takers[:-1]))} and {takers[-1]!r} take one)")
 
 
 def _warm_start(warm_start: Any) -> Any:

@@ -236,6 +236,14 @@ def test_a_misspelt_keyword_is_a_type_error_naming_the_keyword_meant(call, messa
     # PipeDream's DP places a chain of fused blocks, whose ideals are never refused for their count: no limit applies
     ({"method": "pipedream", "max_ideals": 10}, "max_ideals",
      "max_ideals does not apply to method 'pipedream' (it takes none of the solver options)"),
+    # CBC behind OR-Tools and PuLP's solvers are given no seed: one asked for would go unused
+    ({"method": "milp", "backend": "cbc", "seed": 1}, "seed",
+     "seed does not apply to backend 'cbc', which takes no seed (backends 'cp-sat', 'scip' and 'highs' take one)"),
+    ({"backend": "pulp", "seed": 0}, "seed",
+     "seed does not apply to backend 'pulp', which takes no seed (backends 'cp-sat', 'scip' and 'highs' take one)"),
+    ({"method": "milp", "backend": "pulp:HiGHS", "seed": 5}, "seed",
+     "seed does not apply to backend 'pulp:HiGHS', which takes no seed (backends 'cp-sat', 'scip' and 'highs' take "
+     "one)"),
     ({"backend": "gurobi"}, "backend", None),
     ({"warm_start": 3}, "warm_start", "warm_start must be True, False or a plan (plan must be a Plan, a Result or its "
                                         "plan, a plan document (dict) or a plan file path, not int)"),

@@ -18,12 +18,12 @@ from placement.solvers.milp.backends import (BACKENDS, CAPABILITIES, SolveOption
                                              check_backend_name, make_backend)
 
 AVAILABLE = [name for name, ok, _ in backend_availability() if ok]
-DECLARED = {  # integer_only, warm_start, threads
-    "cp-sat": (True, True, True),
-    "cbc": (False, True, True),
-    "scip": (False, True, True),
-    "highs": (False, False, True),
-    "pulp": (False, True, True),
+DECLARED = {  # integer_only, warm_start, threads, seed
+    "cp-sat": (True, True, True, True),
+    "cbc": (False, True, True, False),
+    "scip": (False, True, True, True),
+    "highs": (False, False, True, True),
+    "pulp": (False, True, True, False),
 }
 
 

@@ -265,6 +265,9 @@ def test_every_backend_finds_the_hand_optimum(backend: str) -> None:
     (dict(backward="split", stages=2), "stages", "does not apply to backward='split'"),
     # more stages than devices: still refused as an option the split does not take, not as a count to lower
     (dict(backward="split", stages=99), "stages", "does not apply to backward='split'"),
+    # the split MILP gives its backend the seed; CBC behind OR-Tools takes none
+    (dict(backward="split", backend="cbc", seed=3), "seed",
+     "does not apply to backend 'cbc', which takes no seed (backends 'cp-sat', 'scip' and 'highs' take one)"),
 ])
 def test_bad_requests(kwargs: dict, parameter: str, detail: str) -> None:
     with pytest.raises(InvalidParameterError) as info:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from placement.cli import main
-from placement.solvers.milp.backends import backend_availability
+from placement.solvers.milp.backends import backend_availability, backend_capabilities
 
 TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"
 CHAIN4 = str(TINY / "chain4.json")
@@ -85,8 +85,9 @@ def test_auto_solves_other_classes_with_the_milp(capsys):
 def test_every_backend_from_the_cli_with_a_log(backend, tmp_path, capsys):
     # from nothing: the DP's start would prove the optimum, and the solver would not run
     log = tmp_path / "solver.log"
+    seed = ["--seed", "3"] if backend_capabilities(backend)["seed"] else []   # CBC and PuLP's solvers take none
     assert main(["solve", THREE, "--method", "milp", "--backend", backend, "--log", str(log),
-                 "--threads", "1", "--seed", "3", "--gap", "0", "--quiet", "--no-warm-start"]) == 0
+                 "--threads", "1", *seed, "--gap", "0", "--quiet", "--no-warm-start"]) == 0
     assert "max-load    8.000000" in capsys.readouterr().out
     assert log.exists()
     if backend in ("cp-sat", "pulp"):   # the pywraplp solvers write their logs from native code
@@ -256,3 +257,11 @@ def test_a_large_instance_file_is_announced_before_it_is_read(monkeypatch, capsy
     assert lines[0].endswith(f"] reading {CHAIN4} (0 MiB)") and lines[1].endswith("] read 4 nodes and 3 edges")
     assert main(["info", CHAIN4, "--quiet"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_a_seed_for_a_backend_that_takes_none_is_refused_on_one_line(capsys):
+    # OR-Tools passes CBC no seed: the run would not be the seeded one asked for
+    assert main(["solve", THREE, "--method", "milp", "--backend", "cbc", "--seed", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("error: --seed does not apply to backend 'cbc', which takes no seed (backends 'cp-sat', 'scip' "
+                   "and 'highs' take one)\n")

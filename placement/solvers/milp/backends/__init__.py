@@ -100,7 +100,7 @@ def make_backend(name: str) -> Backend:
 
 def backend_capabilities(name: str) -> dict[str, bool]:
     """The capabilities the backend declares (:data:`~.base.CAPABILITIES`: ``integer_only``,
-    ``warm_start``, ``threads``), without importing its solver."""
+    ``warm_start``, ``threads``, ``seed``), without importing its solver."""
     cls, _ = _parse(name)
     return cls.capabilities()
 

@@ -6,9 +6,10 @@ objective to minimise, hints) and reads the answer from a :class:`RawResult`.
 
 Each backend class declares, as class-level data, its ``name``, its capabilities
 (``integer_only``: it needs integer data; ``warm_start``: it accepts a starting solution;
-``threads``: it honours a thread count), the Python package it needs (``package``, as pip
-names it), an availability check (:meth:`Backend.availability`: ``None`` or why it cannot run
-here) and ``STATUS``, a map from the solver's own status names to our status words.
+``threads``: it honours a thread count; ``seed``: it takes a random seed), the Python package it
+needs (``package``, as pip names it), an availability check (:meth:`Backend.availability`: ``None``
+or why it cannot run here) and ``STATUS``, a map from the solver's own status names to our status
+words.
 
 The relative MIP gap is 0 unless a ``gap`` is given, so that a solver's ``OPTIMAL`` means
 proven; the formulation still checks the bound against the verified objective before it says
@@ -42,7 +43,7 @@ Terms = Sequence[tuple[float, Any]]
 STATUS_WORDS = ("optimal", "feasible", "infeasible", "no_solution", "error")
 
 #: the capabilities every backend declares, as class attributes of the same names
-CAPABILITIES = ("integer_only", "warm_start", "threads")
+CAPABILITIES = ("integer_only", "warm_start", "threads", "seed")
 
 #: what installs every backend's package
 INSTALL = "pip install 'placement[milp]'"
@@ -300,6 +301,8 @@ class Backend(ABC):
     warm_start: ClassVar[bool] = True
     #: the solver runs with :attr:`SolveOptions.threads` threads
     threads: ClassVar[bool] = True
+    #: the solver is given :attr:`SolveOptions.seed` (``placement.solve`` refuses a seed for one that is not)
+    seed: ClassVar[bool] = True
     #: a starting plan's value bounds the objective by a row (:func:`placement.solvers.milp.driver.start_from`)
     cutoff_row: ClassVar[bool] = True
     #: the Python package it needs, as pip names it, and as people write it

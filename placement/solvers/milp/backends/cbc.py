@@ -17,12 +17,13 @@ from placement.solvers.milp.backends.linear_solver import LinearSolverBackend
 
 
 class CbcBackend(LinearSolverBackend):
-    """CBC through ``pywraplp``; it takes a hint and threads, and no seed."""
+    """CBC through ``pywraplp``; it takes a hint and threads, and no seed (OR-Tools passes CBC none)."""
 
     name = "cbc"
     solver_id = "CBC"
     warm_start = True
     threads = True
+    seed = False
     objective_scale = CBC_OBJECTIVE_SCALE
     reads_log = True
 

@@ -75,6 +75,7 @@ class PulpBackend(BigMBackend):
     name = "pulp"
     warm_start = True
     threads = True
+    seed = False   # no solver PuLP runs is given one
     package = "pulp"
     package_label = "PuLP"
     #: ``pulp.LpSolution`` texts (the solution status)
