@@ -177,6 +177,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         _check_request(METHODS[name], problem, options, given, auto=method == AUTO)
     if "milp" in names:
         _refuse_unused_seed(options["backend"], seed)
+    if method == "milp":
+        _refuse_unused_max_ideals(options["backend"], options["warm_start"], max_ideals)
     chose_the_milp = None   # why auto takes the MILP at once
     if method == AUTO:
         method = "dp" if objective == "throughput" and contiguity == "stages" else "milp"
@@ -615,6 +617,22 @@ def _refuse_unused_seed(backend: str | None, seed: Any) -> None:
         takers = [n for n in BACKENDS if backend_capabilities(n)["seed"]]
         raise InvalidParameterError("seed", f"does not apply to backend {name!r}, which takes no seed (backends "
                                             f"{', '.join(map(repr, takers[:-1]))} and {takers[-1]!r} take one)")
+
+
+def _refuse_unused_max_ideals(backend: str | None, warm_start: Any, max_ideals: Any) -> None:
+    """Refuse a ``max_ideals`` given (not ``None``) to the MILP where no DP runs: it bounds the DP of the MILP's own
+    warm start (``warm_start=True``) and, on a floating-point backend, the DP of the plan its claim of optimality is
+    checked against; a backend of integer data (CP-SAT) started from nothing or from a given plan runs neither."""
+    if max_ideals is None or warm_start is True:
+        return
+    from placement.solvers.milp.backends import backend_capabilities
+    from placement.solvers.milp.entry import DEFAULT_BACKEND
+
+    name = backend or DEFAULT_BACKEND
+    if backend_capabilities(name)["integer_only"]:
+        started = "warm_start=False" if warm_start is False else "a warm_start plan"
+        raise InvalidParameterError("max_ideals", f"does not apply to method 'milp' on backend {name!r} with {started} "
+                                                  "(it bounds the DP of the MILP's own warm start)")
 
 
 def _warm_start(warm_start: Any) -> Any:

@@ -244,6 +244,14 @@ def test_a_misspelt_keyword_is_a_type_error_naming_the_keyword_meant(call, messa
     ({"method": "milp", "backend": "pulp:HiGHS", "seed": 5}, "seed",
      "seed does not apply to backend 'pulp:HiGHS', which takes no seed (backends 'cp-sat', 'scip' and 'highs' take "
      "one)"),
+    # the MILP's max_ideals bounds the DP of its own warm start, and on a floating-point backend that of the plan
+    # its claim of optimality is checked against: CP-SAT started from nothing or from a given plan runs neither
+    ({"method": "milp", "warm_start": False, "max_ideals": 10}, "max_ideals",
+     "max_ideals does not apply to method 'milp' on backend 'cp-sat' with warm_start=False (it bounds the DP of "
+     "the MILP's own warm start)"),
+    ({"method": "milp", "backend": "cp-sat", "warm_start": {"fpgas": [{"nodes": [1, 2, 3, 4]}]}, "max_ideals": 10},
+     "max_ideals", "max_ideals does not apply to method 'milp' on backend 'cp-sat' with a warm_start plan (it bounds "
+                   "the DP of the MILP's own warm start)"),
     ({"backend": "gurobi"}, "backend", None),
     ({"warm_start": 3}, "warm_start", "warm_start must be True, False or a plan (plan must be a Plan, a Result or its "
                                         "plan, a plan document (dict) or a plan file path, not int)"),
@@ -1421,3 +1429,9 @@ def test_an_integer_past_the_float_range_is_refused_in_code_as_in_a_file():
     with pytest.raises(placement.InvalidInstanceError) as caught:
         placement.solve(document)
     assert str(caught.value) == f"a node id {past}"
+
+
+def test_max_ideals_is_taken_by_a_floating_point_milp_started_from_nothing():
+    """HiGHS's claim of optimality is checked against the DP's plan, which max_ideals bounds: the option is used."""
+    result = placement.solve(CHAIN4, method="milp", backend="highs", warm_start=False, max_ideals=10)
+    assert (result.status, result.value) == ("optimal", placement.solve(CHAIN4, method="dp").value)

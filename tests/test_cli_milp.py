@@ -265,3 +265,10 @@ def test_a_seed_for_a_backend_that_takes_none_is_refused_on_one_line(capsys):
     err = capsys.readouterr().err
     assert err == ("error: --seed does not apply to backend 'cbc', which takes no seed (backends 'cp-sat', 'scip' "
                    "and 'highs' take one)\n")
+
+
+def test_max_ideals_for_a_milp_that_runs_no_dp_is_refused_on_one_line(capsys):
+    # CP-SAT from nothing runs no DP: neither the warm start's nor the check of a floating-point solver's claim
+    assert main(["solve", THREE, "--method", "milp", "--no-warm-start", "--max-ideals", "5"]) == 2
+    assert capsys.readouterr().err == ("error: --max-ideals does not apply to method 'milp' on backend 'cp-sat' with "
+                                       "--no-warm-start (it bounds the DP of the MILP's own warm start)\n")
