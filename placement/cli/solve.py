@@ -73,7 +73,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="let the MILP stop at this relative gap (default 0: prove optimality)")
     p.add_argument("--threads", type=positive_int, metavar="N", help="MILP solver threads (default 1)")
     p.add_argument("--seed", type=non_negative_int, metavar="N",
-                   help="random seed of the MILP solver and the randomised baselines (default 0)")
+                   help="random seed of the MILP solver (cp-sat, scip, highs; cbc and pulp take none) and the "
+                        "randomised baselines (default 0)")
     p.add_argument("--log", type=path_name, metavar="FILE", help="append the MILP solver's log to FILE")
     p.add_argument("--calls", type=positive_int, metavar="Q",
                    help="latency objective: contiguous calls per accelerator, run one after another (default 1)")
