@@ -82,7 +82,7 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     plan = read_plan_file(plan)   # once: for the plan, its record and the claims the record makes
     problem = solved_devices(loaded, plan, accelerators, cpus, memory)
     from placement.problem.split import (BACKWARD_MODES, check_training, checked_backward, refuse_split_options,
-                                         solved_otherwise, split_model)
+                                         refuse_unused_w_share, solved_otherwise, split_model)
 
     solved_for = recorded_objective(plan)
     if objective is None:
@@ -118,6 +118,8 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
                                                 "(one with backward nodes); this instance has none "
                                                 "(backward='joint' checks the plan's layers only)")
         check_training(problem)
+        if "w_share" not in taken:   # the caller's, not the plan's record
+            refuse_unused_w_share(problem, w_share)
         if objective not in SPLIT_OBJECTIVES:
             raise InvalidParameterError("objective", f"{objective!r} does not apply to {split} (a split-backward "
                                                      "plan is checked for 'throughput' or 'throughput-gpipe')")

@@ -37,7 +37,7 @@ from placement.parameters import (MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT, callbac
                                   one_of, recordable, stage_count)
 from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.problem.objectives import OBJECTIVES, check_objective
-from placement.problem.split import SPLIT_DEFAULTS, refuse_split_options
+from placement.problem.split import SPLIT_DEFAULTS, refuse_split_options, refuse_unused_w_share
 from placement.result import Result, Stage, Status
 
 #: relative tolerance between a method's claimed value and the evaluator's recomputation
@@ -165,6 +165,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
 
         check_split_request(problem, method, options, {name: given[name] for name in _DEFAULTS})
         _refuse_unused_seed(options["backend"], seed)
+        refuse_unused_w_share(problem, w_share)
         try:
             return _recording(solve_split(problem, model, options, started), problem, accelerators, cpus, memory)
         except Interrupted as exc:

@@ -4,6 +4,7 @@ training graphs (every variant, both objectives), the request's errors, and the 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import math
 import subprocess
 import sys
@@ -743,3 +744,56 @@ def test_verify_still_names_a_bad_keyword_the_caller_passes():
         placement.verify(problem, document, w_share=2)
     assert caught.value.parameter == "w_share"
     assert str(caught.value) == "w_share must be a finite number ≥ 0 and ≤ 1, not 2"
+
+
+def _weights_given(everywhere: bool) -> Instance:
+    """:func:`two_layers` with the W time given for b1 (1 of its 2) and, ``everywhere``, for b2 too (1 of its 6)."""
+    nodes = [replace(n, weight_times=(1.0,)) if n.backward and (everywhere or n.id == 4) else n
+             for n in two_layers().nodes]
+    return replace(two_layers(), nodes=tuple(nodes))
+
+
+def test_w_share_where_every_backward_node_gives_its_w_time_is_refused() -> None:
+    # the share stands in for a W time only where a node gives none: here it would change nothing
+    problem = _weights_given(everywhere=True)
+    for call in (lambda: placement.solve(problem, backward="split", w_share=0.9),
+                 lambda: placement.verify(problem, placement.solve(problem, backward="split"), backward="split",
+                                          w_share=0.9)):
+        with pytest.raises(InvalidParameterError) as info:
+            call()
+        assert (info.value.parameter, info.value.detail) == (
+            "w_share", "does not apply to this instance: every backward node gives its weight-gradient (W) time, "
+                       "which w_share stands in for only where a node gives none")
+
+
+@pytest.mark.parametrize("share, optimum", [(0.0, 7.0), (0.5, 5.0), (1.0, 7.0)])
+def test_w_share_prices_the_backward_nodes_that_give_no_w_time(share: float, optimum: float) -> None:
+    # b1 gives W = 1 (B = 1); b2 gives none: W(b2) = 6·share, B(b2) = 6 − W(b2). Stages {f1, B(b1)} = 2 and
+    # {f2, B(b2)} = 7 − 6·share, the W tasks on either (the total is 10, one stage alone 10). Share 0: 7. Share 0.5:
+    # W(b2) = 3 to the first and W(b1) = 1 to the second, 5 and 5. Share 1: W(b2) = 6 goes to the second (7) or the
+    # first (8): 7.
+    problem = _weights_given(everywhere=False)
+    assert placement.solve(problem, backward="split", w_share=share).value == optimum
+    assert brute_force_split(problem, split_model("any", False, share))[0] == optimum
+
+
+def test_the_command_line_takes_no_w_share_where_every_backward_node_gives_its_w_time(tmp_path, capsys) -> None:
+    """A split plan of such an instance checks as its file records it; a --w-share given is refused, on one line."""
+    from placement.cli import main
+
+    instance, plan = tmp_path / "weights.json", tmp_path / "plan.json"
+    nodes = [{"id": n.id, "name": n.name, "times": {"accelerator": n.times[0]}, "isBackwardNode": int(n.backward),
+              "colorClass": n.colour, **({"weightTimes": {"accelerator": 1.0}} if n.backward else {})}
+             for n in two_layers().nodes]   # _weights_given(everywhere=True) as a file
+    instance.write_text(json.dumps({"deviceTypes": [{"name": "accelerator", "count": 2, "paysComm": True}],
+                                    "nodes": nodes, "edges": [{"sourceId": 1, "destId": 2, "cost": 0},
+                                                              {"sourceId": 3, "destId": 4, "cost": 0}]}))
+    assert placement.load(str(instance)).nodes == _weights_given(everywhere=True).nodes
+    assert main(["solve", str(instance), "--backward", "split", "--quiet", "--out", str(plan)]) == 0
+    assert main(["verify", str(instance), str(plan)]) == 0
+    for command in (["solve", str(instance), "--backward", "split"], ["verify", str(instance), str(plan)]):
+        capsys.readouterr()
+        assert main([*command, "--w-share", "0.3"]) == 2
+        assert capsys.readouterr().err == (
+            "error: --w-share does not apply to this instance: every backward node gives its weight-gradient (W) "
+            "time, which w_share stands in for only where a node gives none\n")

@@ -139,7 +139,10 @@ def run(args: argparse.Namespace) -> int:
             if value is not None and value != fits:
                 raise UsageError(f"{option} does not apply to {subject} (a split-backward plan is checked "
                                  "as a pipeline: contiguity stages, one call per device)")
-        verification = placement.verify(instance, plan, objective=args.objective, **split, **devices(args))
+        # the W share only as given (left out, the library takes the plan file's or the default): the library
+        # refuses one given where every backward node gives its own W time
+        verification = placement.verify(instance, plan, objective=args.objective, **{**split, "w_share": args.w_share},
+                                        **devices(args))
     else:   # split options given without --backward split are refused by name
         claimed_class = recorded_contiguity(plan) if args.contiguity is None else None
         verification = placement.verify(instance, plan, objective=args.objective,

@@ -109,6 +109,16 @@ def split_model(w_placement: object = None, inter_layer: object = None, w_share:
     return SplitModel(str(w_placement), bool(inter_layer), float(share))
 
 
+def refuse_unused_w_share(problem: Instance, w_share: object) -> None:
+    """:class:`InvalidParameterError` for a ``w_share`` given (not ``None``) where every backward node of ``problem``
+    gives its own W time (``weight_times``): the share stands in only for a node that gives none, so it would change
+    nothing."""
+    if w_share is not None and all(n.weight_times is not None for n in problem.nodes if n.backward):
+        raise InvalidParameterError("w_share", "does not apply to this instance: every backward node gives its "
+                                               "weight-gradient (W) time, which w_share stands in for only where a "
+                                               "node gives none")
+
+
 def check_training(problem: Instance) -> None:
     """Refuse an inference instance: it has no backward node to split."""
     if not problem.is_training:
