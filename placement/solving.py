@@ -179,7 +179,11 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     if "milp" in names:
         _refuse_unused_seed(options["backend"], seed)
     if method == "milp":
-        _refuse_unused_max_ideals(options["backend"], options["warm_start"], max_ideals)
+        _refuse_unused_max_ideals(options["backend"], options["warm_start"], max_ideals, "method 'milp'")
+    elif method == AUTO and (objective != "throughput" or contiguity != "stages"):   # the MILP alone
+        what = f"objective={objective!r}" if objective != "throughput" else f"contiguity={contiguity!r}"
+        _refuse_unused_max_ideals(options["backend"], options["warm_start"], max_ideals,
+                                  f"method 'auto' solving {what} with the MILP")
     chose_the_milp = None   # why auto takes the MILP at once
     if method == AUTO:
         method = "dp" if objective == "throughput" and contiguity == "stages" else "milp"
@@ -620,10 +624,11 @@ def _refuse_unused_seed(backend: str | None, seed: Any) -> None:
                                             f"{', '.join(map(repr, takers[:-1]))} and {takers[-1]!r} take one)")
 
 
-def _refuse_unused_max_ideals(backend: str | None, warm_start: Any, max_ideals: Any) -> None:
+def _refuse_unused_max_ideals(backend: str | None, warm_start: Any, max_ideals: Any, solver: str) -> None:
     """Refuse a ``max_ideals`` given (not ``None``) to the MILP where no DP runs: it bounds the DP of the MILP's own
     warm start (``warm_start=True``) and, on a floating-point backend, the DP of the plan its claim of optimality is
-    checked against; a backend of integer data (CP-SAT) started from nothing or from a given plan runs neither."""
+    checked against; a backend of integer data (CP-SAT) started from nothing or from a given plan runs neither.
+    ``solver`` names the method that runs the MILP, as the refusal says it."""
     if max_ideals is None or warm_start is True:
         return
     from placement.solvers.milp.backends import backend_capabilities
@@ -632,7 +637,7 @@ def _refuse_unused_max_ideals(backend: str | None, warm_start: Any, max_ideals: 
     name = backend or DEFAULT_BACKEND
     if backend_capabilities(name)["integer_only"]:
         started = "warm_start=False" if warm_start is False else "a warm_start plan"
-        raise InvalidParameterError("max_ideals", f"does not apply to method 'milp' on backend {name!r} with {started} "
+        raise InvalidParameterError("max_ideals", f"does not apply to {solver} on backend {name!r} with {started} "
                                                   "(it bounds the DP of the MILP's own warm start)")
 
 

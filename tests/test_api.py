@@ -252,6 +252,10 @@ def test_a_misspelt_keyword_is_a_type_error_naming_the_keyword_meant(call, messa
     ({"method": "milp", "backend": "cp-sat", "warm_start": {"fpgas": [{"nodes": [1, 2, 3, 4]}]}, "max_ideals": 10},
      "max_ideals", "max_ideals does not apply to method 'milp' on backend 'cp-sat' with a warm_start plan (it bounds "
                    "the DP of the MILP's own warm start)"),
+    # method 'auto' solves contiguity 'sets' with the MILP alone
+    ({"contiguity": "sets", "warm_start": False, "max_ideals": 10}, "max_ideals",
+     "max_ideals does not apply to method 'auto' solving contiguity='sets' with the MILP on backend 'cp-sat' with "
+     "warm_start=False (it bounds the DP of the MILP's own warm start)"),
     ({"backend": "gurobi"}, "backend", None),
     ({"warm_start": 3}, "warm_start", "warm_start must be True, False or a plan (plan must be a Plan, a Result or its "
                                         "plan, a plan document (dict) or a plan file path, not int)"),
