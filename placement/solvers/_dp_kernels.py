@@ -307,6 +307,10 @@ def dp_range(lo, hi, bits, comp, unsup, mem, mem_lo, memcap, memcap_lo, mem_scal
     Each cost node's cost is added to the running sum at most once and taken off at most once per ideal, so
     its rounding is that of two sums over the nodes, within what
     :func:`placement.solvers.dp.rounding_error` allows a load.
+
+    Whether a pair may lower ``dp[L, i]`` for some layer is asked of every layer, or, without ``exact`` and
+    with at least :data:`CLASSES_FROM` layers, of one layer per class of layers with equal ``dp[·, i]``
+    (:func:`_layer_classes`, :func:`_class_admits`): the same pairs pass.
     """
     n_layers, n_types = prev.shape
     one = np.uint64(1)
@@ -347,14 +351,8 @@ def dp_range(lo, hi, bits, comp, unsup, mem, mem_lo, memcap, memcap_lo, mem_scal
                     ok = ok and rest_devices[L] <= popcount[full] - popcount[i]
                 ok = ok and layer_size[L] <= popcount[i]
             active[L] = ok
-            if not ok or exact:  # exact: no device may stay empty, so no skip transition
-                continue
-            for t in range(n_types):
-                Lp = prev[L, t]
-                if Lp >= 0 and dp[Lp, i] < dp[L, i]:
-                    dp[L, i] = dp[Lp, i]
-                    parent[L, i] = i
-                    choice[L, i] = n_types + t
+            if ok and not exact:  # exact: no device may stay empty, so no skip transition
+                _skip(dp, parent, choice, prev, L, i)
         for t in range(n_types):
             # Layers that may place a block of type t as the last stage of ideal i.
             n_rel = 0
@@ -467,13 +465,20 @@ def dp_range(lo, hi, bits, comp, unsup, mem, mem_lo, memcap, memcap_lo, mem_scal
         if grouped:   # the skip transitions again, after the blocks (_layer_classes)
             for L in range(n_layers):
                 if active[L]:
-                    for t in range(n_types):
-                        Lp = prev[L, t]
-                        if Lp >= 0 and dp[Lp, i] < dp[L, i]:
-                            dp[L, i] = dp[Lp, i]
-                            parent[L, i] = i
-                            choice[L, i] = n_types + t
+                    _skip(dp, parent, choice, prev, L, i)
     return hi
+
+
+def _skip(dp, parent, choice, prev, L, i):
+    """The skip transitions into layer ``L`` for ideal ``i``: ``dp[L, i]`` at most ``dp[L - e_t, i]``, a device of
+    type ``t`` left empty (``choice`` ``n_types + t``, ``parent`` ``i`` itself)."""
+    n_types = prev.shape[1]
+    for t in range(n_types):
+        Lp = prev[L, t]
+        if Lp >= 0 and dp[Lp, i] < dp[L, i]:
+            dp[L, i] = dp[Lp, i]
+            parent[L, i] = i
+            choice[L, i] = n_types + t
 
 
 def _layer_classes(dp, i, rel, n_rel, above, in_rel, rep, heads):
@@ -548,7 +553,8 @@ def compiled() -> SimpleNamespace:
     from placement.kernels import InterruptSafe, compile_kernel
 
     helpers = {"_bit_index": compile_kernel(_bit_index), "_grow": compile_kernel(_grow),
-               "_layer_classes": compile_kernel(_layer_classes), "_class_admits": compile_kernel(_class_admits)}
+               "_skip": compile_kernel(_skip), "_layer_classes": compile_kernel(_layer_classes),
+               "_class_admits": compile_kernel(_class_admits)}
     return SimpleNamespace(**{f.__name__: InterruptSafe(compile_kernel(f, helpers))
                               for f in (enumerate_ideals, family_data, dp_range)})
 
