@@ -443,34 +443,6 @@ def test_the_one_word_subset_test_equals_the_maxima_walk(problem):
         assert np.array_equal(getattr(one_word, name), getattr(two_words, name))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(problems(max_nodes=10, max_accelerators=4, max_cpus=3), st.booleans())
-def test_a_class_of_layers_admits_the_blocks_its_layers_admit(problem, tight):
-    # A pair (i, j) is tried where some layer L may take the block i \ j, asked of one layer of each class of
-    # layers with equal dp[·, i] (and of every layer of a class where j is skipped at its head's previous
-    # layer); with every layer a class of its own (as with exact N) each layer is asked: the same pairs, and
-    # the same table, entry for entry (the interpreted kernels, without a ceiling and under the optimum).
-    from unittest import mock
-
-    import numpy as np
-
-    from placement.solvers import dp_table
-
-    solved = solve_dp(problem)
-    assume(solved.plan is not None or not tight)
-    contraction = contract(problem)
-    graph, layers = dp_table.build_graph(problem, contraction), dp_table.build_layers(problem)
-    family = enumerate_ideals(contraction, 10 ** 6)
-    data = dp_table.prepare(graph, layers, family, compiled=False)
-    ceiling = solved.objective if tight else math.inf
-    with mock.patch.object(_dp_kernels, "CLASSES_FROM", 0):   # classes on every number of layers
-        classes = dp_table.fill(problem, graph, layers, data, ceiling, None, "dp")
-    layer_by_layer = dp_table.fill(problem, graph, layers, data, ceiling, None, "dp")
-    assert len(layers.counts) < _dp_kernels.CLASSES_FROM
-    for name in ("dp", "parent", "choice", "counters"):
-        assert np.array_equal(getattr(classes, name), getattr(layer_by_layer, name))
-
-
 def _line(times: list[float], costs: list[float], accelerators: int, all_pairs: bool | str) -> Instance:
     """Nodes 0..n-1 on accelerators only; edges i -> i+1 (a chain) or i -> j for every i < j (a total order);
     ``all_pairs="fan-in"``: the chain, and every node feeding the last."""

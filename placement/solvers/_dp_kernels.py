@@ -45,10 +45,6 @@ import numpy as np
 
 # Indices into the counters array filled by dp_range.
 WINDOW, SUBSET, EVALUATED = 0, 1, 2
-#: the fewest layers for which dp_range tests a pair per class of layers (_layer_classes): with fewer, testing
-#: each layer costs less than keeping the classes (a 10,000-node chain on 10 layers: 0.48 s in place of 0.32 s;
-#: the published throughput inputs have 14)
-CLASSES_FROM = 32
 
 
 def enumerate_ideals(succ_ptr, succ_idx, indeg, limit, store):
@@ -307,10 +303,6 @@ def dp_range(lo, hi, bits, comp, unsup, mem, mem_lo, memcap, memcap_lo, mem_scal
     Each cost node's cost is added to the running sum at most once and taken off at most once per ideal, so
     its rounding is that of two sums over the nodes, within what
     :func:`placement.solvers.dp.rounding_error` allows a load.
-
-    Whether a pair may lower ``dp[L, i]`` for some layer is asked of every layer, or, without ``exact`` and
-    with at least :data:`CLASSES_FROM` layers, of one layer per class of layers with equal ``dp[·, i]``
-    (:func:`_layer_classes`, :func:`_class_admits`): the same pairs pass.
     """
     n_layers, n_types = prev.shape
     one = np.uint64(1)
@@ -318,15 +310,6 @@ def dp_range(lo, hi, bits, comp, unsup, mem, mem_lo, memcap, memcap_lo, mem_scal
     active = np.zeros(n_layers, dtype=np.bool_)
     rel = np.empty(n_layers, dtype=np.int64)
     rel_prev = np.empty(n_layers, dtype=np.int64)
-    above = np.full((n_layers, n_types), -1, dtype=np.int64)   # the layer with one device of type t more
-    for L in range(n_layers):
-        for t in range(n_types):
-            if prev[L, t] >= 0:
-                above[prev[L, t], t] = L
-    in_rel = np.zeros(n_layers, dtype=np.bool_)
-    rep = np.empty(n_layers, dtype=np.int64)
-    heads = np.empty(n_layers, dtype=np.int64)
-    grouped = not exact and n_layers >= CLASSES_FROM   # else every layer is tested
     examined = counters[WINDOW]
     for i in range(lo, hi):
         if i > lo and counters[WINDOW] - examined >= budget:
@@ -351,8 +334,14 @@ def dp_range(lo, hi, bits, comp, unsup, mem, mem_lo, memcap, memcap_lo, mem_scal
                     ok = ok and rest_devices[L] <= popcount[full] - popcount[i]
                 ok = ok and layer_size[L] <= popcount[i]
             active[L] = ok
-            if ok and not exact:  # exact: no device may stay empty, so no skip transition
-                _skip(dp, parent, choice, prev, L, i)
+            if not ok or exact:  # exact: no device may stay empty, so no skip transition
+                continue
+            for t in range(n_types):
+                Lp = prev[L, t]
+                if Lp >= 0 and dp[Lp, i] < dp[L, i]:
+                    dp[L, i] = dp[Lp, i]
+                    parent[L, i] = i
+                    choice[L, i] = n_types + t
         for t in range(n_types):
             # Layers that may place a block of type t as the last stage of ideal i.
             n_rel = 0
@@ -366,7 +355,6 @@ def dp_range(lo, hi, bits, comp, unsup, mem, mem_lo, memcap, memcap_lo, mem_scal
                         threshold = dp[L, i]
             if threshold <= 0.0:
                 continue
-            n_heads = _layer_classes(dp, i, rel, n_rel, above, in_rel, rep, heads) if grouped else 0
             ci = comp[t, i]
             outside_i = ~bits[i, 0] if one_word else np.uint64(0)
             grows = nested and pays[t]   # the block's communication kept as it grows (docstring)
@@ -398,17 +386,11 @@ def dp_range(lo, hi, bits, comp, unsup, mem, mem_lo, memcap, memcap_lo, mem_scal
                 # (``lo`` 0 where one part holds it): both differences are exact, and so is the sign of the sum
                 if (mem[i] - mem[j] - memcap[t]) * mem_scale + (mem_lo[i] - mem_lo[j] - memcap_lo[t]) > 0:
                     continue
-                # whether the block may lower dp[L, i] for some L = rel[r]: max(dp[rel_prev[r], j], lb) < dp[L, i],
-                # asked of every layer, or where grouped of one layer per class (_layer_classes), and of every
-                # layer of a class only where j is skipped at its head's previous layer
                 useful = False
-                for r in range(0 if grouped else n_rel):
+                for r in range(n_rel):
                     if max(dp[rel_prev[r], j], lb) < dp[rel[r], i]:
                         useful = True
                         break
-                if grouped:
-                    useful = _class_admits(dp, i, j, lb, ceiling, rel, rel_prev, n_rel, rep, heads, n_heads, pmin,
-                                           layer_cap, rest_devices, rest_cap, pmin_total)
                 if not useful:
                     continue
                 counters[EVALUATED] += 1
@@ -456,88 +438,11 @@ def dp_range(lo, hi, bits, comp, unsup, mem, mem_lo, memcap, memcap_lo, mem_scal
                         choice[L, i] = t
                     if dp[L, i] > threshold:
                         threshold = dp[L, i]
-                if grouped:
-                    n_heads = _layer_classes(dp, i, rel, n_rel, above, in_rel, rep, heads)
             for k in range(grown + 1, i + 1):   # the counts back to 0 for the next block
                 b = added[k]
                 for m in range(touch_ptr[b], touch_ptr[b + 1]):
                     inside[touch_idx[m]] = 0
-        if grouped:   # the skip transitions again, after the blocks (_layer_classes)
-            for L in range(n_layers):
-                if active[L]:
-                    _skip(dp, parent, choice, prev, L, i)
     return hi
-
-
-def _skip(dp, parent, choice, prev, L, i):
-    """The skip transitions into layer ``L`` for ideal ``i``: ``dp[L, i]`` at most ``dp[L - e_t, i]``, a device of
-    type ``t`` left empty (``choice`` ``n_types + t``, ``parent`` ``i`` itself)."""
-    n_types = prev.shape[1]
-    for t in range(n_types):
-        Lp = prev[L, t]
-        if Lp >= 0 and dp[Lp, i] < dp[L, i]:
-            dp[L, i] = dp[Lp, i]
-            parent[L, i] = i
-            choice[L, i] = n_types + t
-
-
-def _layer_classes(dp, i, rel, n_rel, above, in_rel, rep, heads):
-    """Classes of the layers ``rel[:n_rel]`` (ascending) that may end ideal ``i`` with a block, for the pairs'
-    test in :func:`dp_range`; returns their number, ``heads[:count]`` their heads (as places in ``rel``), and
-    ``rep[L]`` the head of layer L's class.
-
-    A layer joins the class of a layer of ``rel`` with one device more and the same ``dp[·, i]``; the head of
-    a class is its one layer with no such layer above it. A block from ideal ``j`` may lower ``dp[L, i]``
-    where ``max(dp[prev(L), j], lb) < dp[L, i]`` (``prev(L)``: ``L`` less the block's device), and for a
-    class that holds for some layer where it holds for the head ``H``, as long as ``j`` is not skipped at
-    ``prev(H)``. For then ``j`` is skipped at no layer between ``prev(L)`` and ``prev(H)`` either (a layer
-    is skipped for ``j`` where ``j``'s work passes what its devices hold, or the work left what the other
-    devices hold, so the layers kept are a box), and on the layers kept ``dp[·, j]`` falls as devices are
-    added: the skip transitions are taken again after the blocks. With exact ``N`` there are no skip transitions
-    (no device may stay empty), and :func:`dp_range` tests every layer."""
-    for r in range(n_rel):
-        in_rel[rel[r]] = True
-    count = 0
-    for r in range(n_rel - 1, -1, -1):   # the layers above a layer come first: they are numbered higher
-        L = rel[r]
-        rep[L] = L
-        for t in range(above.shape[1]):
-            M = above[L, t]
-            if M >= 0 and in_rel[M] and dp[M, i] == dp[L, i]:
-                rep[L] = rep[M]
-                break
-        if rep[L] == L:
-            heads[count] = r
-            count += 1
-    for r in range(n_rel):
-        in_rel[rel[r]] = False
-    return count
-
-
-def _class_admits(dp, i, j, lb, ceiling, rel, rel_prev, n_rel, rep, heads, n_heads, pmin, layer_cap, rest_devices,
-                  rest_cap, pmin_total):
-    """Whether a block ``i \\ j`` of load at least ``lb`` may lower ``dp[L, i]`` for a layer ``L = rel[r]``,
-    ``max(dp[rel_prev[r], j], lb) < dp[L, i]``, asked of the heads of :func:`_layer_classes`, and of every
-    layer of a class only where ``j`` is skipped at its head's previous layer (the checks of
-    :func:`dp_range`)."""
-    for q in range(n_heads):
-        head = heads[q]
-        target = dp[rel[head], i]
-        if lb >= target:
-            continue
-        value = dp[rel_prev[head], j]
-        if value < target:
-            return True
-        if value < ceiling:
-            continue
-        below = rel_prev[head]
-        if j == 0 or (pmin[j] <= layer_cap[below] and rest_devices[below] > 0
-                      and pmin_total - pmin[j] <= rest_cap[below]):
-            continue
-        for r in range(n_rel):
-            if rep[rel[r]] == rel[head] and dp[rel_prev[r], j] < target:
-                return True
-    return False
 
 
 def interpreted() -> SimpleNamespace:
@@ -552,9 +457,7 @@ def compiled() -> SimpleNamespace:
     run (:class:`placement.kernels.InterruptSafe`)."""
     from placement.kernels import InterruptSafe, compile_kernel
 
-    helpers = {"_bit_index": compile_kernel(_bit_index), "_grow": compile_kernel(_grow),
-               "_skip": compile_kernel(_skip), "_layer_classes": compile_kernel(_layer_classes),
-               "_class_admits": compile_kernel(_class_admits)}
+    helpers = {"_bit_index": compile_kernel(_bit_index), "_grow": compile_kernel(_grow)}
     return SimpleNamespace(**{f.__name__: InterruptSafe(compile_kernel(f, helpers))
                               for f in (enumerate_ideals, family_data, dp_range)})
 

@@ -48,13 +48,7 @@ Speed (all of it exact):
 * candidates ``I'`` are scanned in decreasing compute order and the scan stops
   when the compute of ``X`` alone reaches the best value found for ``I``;
 * a layer is skipped for ``I`` when the work of ``I``, or of ``V \\ I``, cannot
-  fit its devices under ``UB``;
-* a pair is evaluated only where it may lower ``dp[L][I]`` for some layer, which is asked of one layer
-  per class of layers with equal ``dp[·][I]`` (:func:`placement.solvers._dp_kernels._layer_classes`):
-  on the InceptionV3 latency input (12 accelerators, 8 CPUs: 117 layers) the test asked 96 layers a pair on
-  average (27 billion in all), and the DP took 190-205 s; with the classes it asks at most 4 a pair on average,
-  and the DP takes 21 s, evaluating the same 17,754,016 blocks. Below
-  :data:`placement.solvers._dp_kernels.CLASSES_FROM` layers every layer is asked: keeping the classes costs more.
+  fit its devices under ``UB``.
 
 With ``stages=N`` the same rules hold for ``e``: ``UB`` comes from the chain DP
 in the same mode (∞ when no chain plan has ``N`` stages, and then nothing is
