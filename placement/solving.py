@@ -178,17 +178,14 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         _check_request(METHODS[name], problem, options, given, auto=method == AUTO)
     if "milp" in names:
         _refuse_unused_seed(options["backend"], seed)
-    if method == "milp":
-        _refuse_unused_max_ideals(options["backend"], options["warm_start"], max_ideals, "method 'milp'")
-    elif method == AUTO and (objective != "throughput" or contiguity != "stages"):   # the MILP alone
-        what = f"objective={objective!r}" if objective != "throughput" else f"contiguity={contiguity!r}"
-        _refuse_unused_max_ideals(options["backend"], options["warm_start"], max_ideals,
-                                  f"method 'auto' solving {what} with the MILP")
     chose_the_milp = None   # why auto takes the MILP at once
     if method == AUTO:
         method = "dp" if objective == "throughput" and contiguity == "stages" else "milp"
         if method == "milp":
             chose_the_milp = f"objective={objective!r}" if objective != "throughput" else f"contiguity={contiguity!r}"
+    if method == "milp":
+        solver = "method 'milp'" if chose_the_milp is None else f"method 'auto' solving {chose_the_milp} with the MILP"
+        _refuse_unused_max_ideals(options["backend"], options["warm_start"], max_ideals, solver)
     try:
         method, solution = _method_run(method, names, problem, options, started)
     except SolverUnavailableError as exc:
@@ -609,16 +606,24 @@ def _backend(backend: Any) -> str | None:
     return backend
 
 
+def _backend_capabilities(backend: str | None) -> tuple[str, dict[str, bool]]:
+    """The MILP backend ``backend`` names (``None``: the default) and its declared capabilities."""
+    from placement.solvers.milp.backends import backend_capabilities
+    from placement.solvers.milp.entry import DEFAULT_BACKEND
+
+    name = backend or DEFAULT_BACKEND
+    return name, backend_capabilities(name)
+
+
 def _refuse_unused_seed(backend: str | None, seed: Any) -> None:
     """Refuse a ``seed`` given (not ``None``, whatever its value) for a MILP ``backend`` that is given none
     (its ``seed`` capability: CBC behind OR-Tools, PuLP's solvers), as an option a method does not use is."""
     if seed is None:
         return
     from placement.solvers.milp.backends import BACKENDS, backend_capabilities
-    from placement.solvers.milp.entry import DEFAULT_BACKEND
 
-    name = backend or DEFAULT_BACKEND
-    if not backend_capabilities(name)["seed"]:
+    name, capabilities = _backend_capabilities(backend)
+    if not capabilities["seed"]:
         takers = [n for n in BACKENDS if backend_capabilities(n)["seed"]]
         raise InvalidParameterError("seed", f"does not apply to backend {name!r}, which takes no seed (backends "
                                             f"{', '.join(map(repr, takers[:-1]))} and {takers[-1]!r} take one)")
@@ -631,11 +636,8 @@ def _refuse_unused_max_ideals(backend: str | None, warm_start: Any, max_ideals: 
     ``solver`` names the method that runs the MILP, as the refusal says it."""
     if max_ideals is None or warm_start is True:
         return
-    from placement.solvers.milp.backends import backend_capabilities
-    from placement.solvers.milp.entry import DEFAULT_BACKEND
-
-    name = backend or DEFAULT_BACKEND
-    if backend_capabilities(name)["integer_only"]:
+    name, capabilities = _backend_capabilities(backend)
+    if capabilities["integer_only"]:
         started = "warm_start=False" if warm_start is False else "a warm_start plan"
         raise InvalidParameterError("max_ideals", f"does not apply to {solver} on backend {name!r} with {started} "
                                                   "(it bounds the DP of the MILP's own warm start)")
