@@ -16,8 +16,11 @@ a ``feasible`` plan at or above the optimum with a bound at or below it, as a he
 stopped at its limit gives, or no plan and no claim), wrong claims; and every wrong claim with
 its seed and case. Writes ``benchmarks/results/crosscheck.json`` (with ``--unit U`` other than 1,
 ``crosscheck-unit-U.json`` beside it, so that a scaled run keeps the unit run's file; or ``--out``), with
-the machine.
-Exit status 1 when any claim is wrong.
+the machine. The run's rows replace those of the file of the same method, backend and objective, with the
+wrong claims they counted, and the file's other rows and their wrong claims are kept: a run of some backends
+(``--backends cbc``) updates their rows. Each row's ``run`` holds the machine and the summary of the run
+that measured it.
+Exit status 1 when any claim of this run is wrong.
 
     python benchmarks/crosscheck.py [--instances 40] [--first 1000] [--unit 1e-9] [--backends cp-sat cbc ...]
 
@@ -28,7 +31,6 @@ times of 1e-9 or 1e9 units are a test of their scaling of their own.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
@@ -42,9 +44,14 @@ from placement.solvers.milp.backends import backend_availability
 from placement.testing.crosscheck import cases, check, random_instance
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cannot_write, machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
+from common import (cannot_write, machine, merged_and_counted, positive_float, positive_int,  # noqa: E402
+                    refuse, said_merge, write_json)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "crosscheck.json"
+#: the fields that name a row of the table: a run's row replaces the file's row of the same values
+KEY = ("method", "backend", "objective")
+#: the fields that name a wrong claim: its instance and its case
+CLAIM_KEY = ("seed", "method", "objective", "contiguity", "backend", "calls", "warm_start")
 
 
 def default_out(unit: float) -> Path:
@@ -121,10 +128,28 @@ def main(argv: list[str] | None = None) -> int:
           "claimed and none refuted (a feasible plan and a bound enclosing the optimum, or no plan and no claim)")
     print(f"\n{total['runs']:,} runs on {args.instances} instances in {total['wall_s']} s: "
           f"{total['agreements']:,} agreements, {total['wrong_claims']} wrong claims")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"machine": machine(), "summary": total, "table": rows, "wrong": wrong_claims},
-                                   indent=1) + "\n")
+    write_merged(args.out, {"machine": machine(), "summary": total}, rows, wrong_claims)
     return 1 if wrong_claims else 0
+
+
+def row_key(row: dict) -> tuple:
+    """The :data:`KEY` of a table row, or of the row that counts the wrong claim ``row`` (a method without a
+    backend is ``-`` in the table, null in a claim)."""
+    return row["method"], row["backend"] or "-", row["objective"]
+
+
+def write_merged(path: Path, settings: dict, rows: list[dict], wrong_claims: list[dict]) -> None:
+    """Merge the run's table ``rows`` into the file at ``path`` (:func:`common.merged_and_counted` by :data:`KEY`,
+    each row with ``settings``, the machine and the summary, as its ``run``) and write it with ``settings``
+    at its top level; the wrong claims are the file's of the rows kept, then the run's. Say what it holds."""
+    table, kept, replaced = merged_and_counted(path, rows, KEY, settings, "table")
+    earlier = {row_key(row) for row in table[:kept]}
+    # no row kept, no claim kept (and the file's reading said once)
+    claims, held, _ = merged_and_counted(path, wrong_claims, CLAIM_KEY, {}, "wrong") if kept else (wrong_claims, 0, 0)
+    claims = [claim for claim in claims[:held] if row_key(claim) in earlier] + claims[held:]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, {**settings, "table": table, "wrong": claims})
+    print(said_merge(path, len(rows), kept, replaced, "table"))
 
 
 if __name__ == "__main__":

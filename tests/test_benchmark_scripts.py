@@ -446,6 +446,57 @@ def test_crosscheck_docstring_names_every_method_it_runs():
     assert "every method" not in text
 
 
+def crosscheck_row(method: str, backend: str, objective: str, runs: int, wrong: int = 0) -> dict:
+    """A row of crosscheck.py's table, as the script writes it."""
+    return {"method": method, "backend": backend, "objective": objective, "runs": runs, "agreements": runs - wrong,
+            "other_honest": 0, "wrong_claims": wrong, "seconds_per_run": 0.01}
+
+
+def crosscheck_claim(method: str, backend: str | None, seed: int) -> dict:
+    """A wrong claim of crosscheck.py's file, as the script writes it."""
+    return {"seed": seed, "method": method, "objective": "throughput", "contiguity": "stages", "backend": backend,
+            "calls": 1, "warm_start": True, "status": "optimal", "value": 2.0, "optimum": 3.0, "wrong": "below"}
+
+
+def test_crosscheck_run_of_one_backend_keeps_the_rows_and_wrong_claims_of_the_others(tmp_path, capsys):
+    # a run with --backends cp-sat wrote its own rows only: the rows of every other backend were lost, and so
+    # were the wrong claims they counted
+    pytest.importorskip("ortools")
+    out = tmp_path / "crosscheck.json"
+    summary = {"runs": 70, "agreements": 69, "wrong_claims": 2, "instances": 60, "first_seed": 1000, "unit": 1.0,
+               "backends": ["cp-sat", "cbc"], "wall_s": 9.0}
+    earlier = {"machine": {"cpus": 2}, "summary": summary,
+               "table": [crosscheck_row("dp", "-", "throughput", 60, wrong=1),
+                         crosscheck_row("milp", "cbc", "throughput", 10, wrong=1)],
+               "wrong": [crosscheck_claim("dp", None, 1003), crosscheck_claim("milp", "cbc", 1004)]}
+    out.write_text(json.dumps(earlier))
+    assert crosscheck.main(["--instances", "2", "--backends", "cp-sat", "--out", str(out)]) == 0
+    written = json.loads(out.read_text())
+    assert [(r["method"], r["backend"], r["objective"], r["runs"]) for r in written["table"]] == [
+        ("milp", "cbc", "throughput", 10), ("dp", "-", "throughput", 2), ("greedy", "-", "throughput", 2),
+        ("latency-greedy", "-", "latency", 1), ("milp", "cp-sat", "latency", 4), ("milp", "cp-sat", "throughput", 12),
+        ("milp", "cp-sat", "throughput-gpipe", 6), ("single", "-", "throughput", 2)]
+    # each row says the run it was measured in: the kept one the file's, the others this run's
+    assert written["table"][0]["run"] == {"machine": {"cpus": 2}, "summary": summary}
+    assert all(row["run"] == {"machine": written["machine"], "summary": written["summary"]}
+               for row in written["table"][1:])
+    assert (written["summary"]["runs"], written["summary"]["backends"]) == (29, ["cp-sat"])
+    # the DP's row was measured again, without its wrong claim; the kept row's claim is kept
+    assert written["wrong"] == [crosscheck_claim("milp", "cbc", 1004)]
+    assert capsys.readouterr().out.splitlines()[-1] == (f"wrote {out}: table: 7 of this run's rows, 1 of the file's "
+                                                         "kept, 1 replaced")
+
+
+def test_crosscheck_keeps_the_rows_of_the_committed_files():
+    # the stored runs are rows of the table crosscheck.py merges into: none would be dropped as another table's
+    for name in ("crosscheck.json", "crosscheck-unit-1e-9.json", "crosscheck-unit-1e9.json"):
+        path = BENCHMARKS / "results" / name
+        held = json.loads(path.read_text())
+        kept = common.merged_rows(path, [], crosscheck.KEY, {"machine": None, "summary": None}, "table")
+        assert [{k: v for k, v in row.items() if k != "run"} for row in kept] == held["table"]
+        assert all(row["run"] == {"machine": held["machine"], "summary": held["summary"]} for row in kept)
+
+
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_help(script):
     done = run(script, "--help", timeout=20)
