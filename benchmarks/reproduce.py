@@ -31,7 +31,11 @@ Outputs in ``OUT``: ``throughput.md``, ``latency.md`` (tables: values, ratios to
 the optimum, plan classes, runtimes, flagged plans, checks), ``results.json``
 (every run, and the machine under ``settings``), ``throughput.png`` (each method's
 max-load relative to the optimum, per instance; needs matplotlib, the ``plot`` extra)
-and ``plans/`` (every plan).
+and ``plans/`` (every plan). A run's instances replace those of ``results.json`` of the same
+objective and name, and the file's others are kept, each with the settings of the run that made it
+(its ``run``): a run of some instances (``--only``, ``--filter``) updates theirs, and the tables show
+every instance the file holds. ``partial.json`` holds the runs done so far while a run goes on (what is
+left of a run that was stopped); ``results.json`` is written when the run ends.
 Progress goes to standard error.
 """
 
@@ -58,7 +62,8 @@ from placement.jsonfile import strict_json
 from placement.report.table import percent
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cannot_write, machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
+from common import (cannot_write, machine, merged_and_counted, positive_float, positive_int,  # noqa: E402
+                    refuse, said_merge)
 from placement.cli.options import non_negative_int  # noqa: E402
 from placement.parameters import MAX_SEED  # noqa: E402
 
@@ -424,17 +429,34 @@ def _check_lines(results: list[dict[str, Any]]) -> tuple[list[str], int]:
     return lines, len(failed)
 
 
-def _header(args: argparse.Namespace, title: str) -> list[str]:
-    return [f"# {title}", "",
-            f"Produced by `benchmarks/reproduce.py` on {args.date} "
-            f"({args.cores} cores, Python {args.python}); per-run time limits: "
-            f"MILP {args.time_limit:g} s (CP-SAT, one thread; latency MILP with up to {args.latency_calls} "
-            f"call{'s' if args.latency_calls != 1 else ''} per accelerator), local search "
-            f"{args.heuristic_time_limit:g} s ({args.restarts} restarts, seed {args.seed}).", ""]
+def _header(args: argparse.Namespace, title: str, results: list[dict[str, Any]]) -> list[str]:
+    """The title, the settings of the run (``args``), and the instances of ``results`` that an earlier run made
+    with other settings, with theirs."""
+    lines = [f"# {title}", "",
+             f"Produced by `benchmarks/reproduce.py` on {args.date} "
+             f"({args.cores} cores, Python {args.python}); per-run time limits: "
+             f"MILP {args.time_limit:g} s (CP-SAT, one thread; latency MILP with up to {args.latency_calls} "
+             f"call{'s' if args.latency_calls != 1 else ''} per accelerator), local search "
+             f"{args.heuristic_time_limit:g} s ({args.restarts} restarts, seed {args.seed}).", ""]
+    other = [f"* {inst['instance']}: {_settings_text(made)}" for inst in results
+             if (made := (inst.get("run") or {}).get("settings") or {})
+             and any(made.get(k) != getattr(args, k, None) for k in HEADER_SETTINGS)]
+    return lines + (["Rows kept from earlier runs with other settings:", "", *other, ""] if other else [])
+
+
+def _settings_text(made: dict[str, Any]) -> str:
+    """The :data:`HEADER_SETTINGS` of an earlier run's recorded settings ``made``, as a table's note says them."""
+    def shown(key: str) -> str:
+        value = made.get(key)
+        return f"{value:g}" if isinstance(value, (int, float)) else str(value)
+
+    return (f"{shown('date')}, MILP {shown('time_limit')} s, local search {shown('heuristic_time_limit')} s "
+            f"({shown('restarts')} restarts, seed {shown('seed')}), latency MILP with up to {shown('latency_calls')} "
+            f"call{'s' if made.get('latency_calls') != 1 else ''} per accelerator")
 
 
 def throughput_markdown(args: argparse.Namespace, results: list[dict[str, Any]]) -> tuple[str, int]:
-    lines = _header(args, "Throughput: max-load per sample on the published instances")
+    lines = _header(args, "Throughput: max-load per sample on the published instances", results)
     lines += ["Values are max-loads (ms per sample) as the independent evaluator computes them. "
               "`dp` is the optimum of contiguity `stages` (proven). Baseline cells: value, ratio to that optimum, "
               "and the finest contiguity class of the plan (`stages` ⊆ `sets` ⊆ `none`); plans of class `sets` or "
@@ -470,7 +492,7 @@ def throughput_markdown(args: argparse.Namespace, results: list[dict[str, Any]])
 
 
 def latency_markdown(args: argparse.Namespace, results: list[dict[str, Any]]) -> tuple[str, int]:
-    lines = _header(args, "Latency: one sample through the published inference graphs")
+    lines = _header(args, "Latency: one sample through the published inference graphs", results)
     lines += ["Values are latencies (ms) as the independent latency evaluator computes them. `milp-latency` is the "
               "latency MILP (`optimal` when proven, else its best plan and gap at the time limit); `lower bound` is "
               "the largest of the longest path with every node at its cheapest time, the path bound (along a "
@@ -555,6 +577,8 @@ def plot_throughput(results: list[dict[str, Any]], path: Path) -> str:
 #: the options of a run, which --report-only takes from the recorded settings
 RUN_SETTINGS = ("instances", "time_limit", "heuristic_time_limit", "restarts", "seed", "latency_calls", "only",
                 "filter")
+#: the settings a table's header states, which an instance made with others is named for
+HEADER_SETTINGS = ("date", "time_limit", "heuristic_time_limit", "restarts", "seed", "latency_calls")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -618,7 +642,7 @@ def main(argv: list[str] | None = None) -> int:
             progress.done += 1
             partial = {"partial": f"{progress.done} of {len(runs)} runs",
                        "runs": {f"{o} {name}": recs for (o, name), recs in by_instance.items()}}
-            (args.out / "results.json").write_text(json.dumps(strict_json(partial), indent=1))
+            (args.out / "partial.json").write_text(json.dumps(strict_json(partial), indent=1))
         progress.show("done")
         progress.close()
     total = time.perf_counter() - started
@@ -636,7 +660,31 @@ def main(argv: list[str] | None = None) -> int:
             problem = read_instance(path)
             entry["lower_bound"] = heuristic_bound(problem, "latency", args.latency_calls)
             latency.append(entry)
-    return write_reports(args, throughput, latency, total, len(runs))
+    throughput, latency, said = merged_entries(args, throughput, latency)
+    failed = write_reports(args, throughput, latency, total, len(runs))
+    (args.out / "partial.json").unlink(missing_ok=True)
+    print("\n".join(said))
+    return failed
+
+
+def run_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings of a run as ``results.json`` records them: its options (paths as text), date and machine."""
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+            if k not in ("worker", "report_only")}
+
+
+def merged_entries(args: argparse.Namespace, throughput: list[dict[str, Any]],
+                   latency: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """The entries of each objective after this run: those of ``OUT/results.json`` that the run's do not replace
+    (the same instance), then the run's (:func:`common.merged_and_counted`), each with the settings of its run as
+    its ``run``; and the lines that say, per objective, how many were kept and replaced."""
+    path, here = args.out / "results.json", {"settings": run_settings(args)}
+    merged, said = [], []
+    for objective, entries in (("throughput", throughput), ("latency", latency)):
+        held, kept, replaced = merged_and_counted(path, entries, ("instance",), here, objective)
+        merged.append(held)
+        said.append(said_merge(path, len(entries), kept, replaced, objective))
+    return merged[0], merged[1], said
 
 
 def write_reports(args: argparse.Namespace, throughput: list[dict[str, Any]], latency: list[dict[str, Any]],
@@ -662,9 +710,7 @@ def write_reports(args: argparse.Namespace, throughput: list[dict[str, Any]], la
         texts.append(text)
         (args.out / "latency.md").write_text(text)
         outputs.append(str(args.out / "latency.md"))
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                if k not in ("worker", "report_only")}
-    summary = {"settings": settings, "total_wall_s": total, "runs": n_runs, "throughput": throughput,
+    summary = {"settings": run_settings(args), "total_wall_s": total, "runs": n_runs, "throughput": throughput,
                "latency": latency, "failed_checks": failed}
     (args.out / "results.json").write_text(json.dumps(strict_json(summary), indent=1))
     outputs.append(str(args.out / "results.json"))

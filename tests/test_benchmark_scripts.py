@@ -38,6 +38,7 @@ import piper_first_run  # noqa: E402
 import piper_interleaved  # noqa: E402
 import piper_simulate  # noqa: E402
 import reading  # noqa: E402
+import reproduce  # noqa: E402
 import simulate as simulate_benchmark  # noqa: E402
 import time_limits  # noqa: E402
 
@@ -263,6 +264,77 @@ def test_reproduce_refuses_a_missing_folder(tmp_path):
     done = run("reproduce.py", "--instances", str(tmp_path / "missing"), "--out", str(tmp_path / "out"))
     assert refused(done).startswith(f"error: no instances: {tmp_path / 'missing'} is not a folder")
     assert not (tmp_path / "out").exists()
+
+
+#: the record of a run whose plan is the optimum of contiguity stages, as a worker returns it
+OPTIMAL_RECORD = {"status": "optimal", "value": 7.5, "claimed": 7.5, "bound": 7.5, "valid": True, "agrees": True,
+                  "plan_class": "stages", "runtime_s": 0.1, "wall_s": 1.0}
+
+
+def reproduction(out: Path, throughput: list[dict], latency: list[dict]) -> dict:
+    """A results.json of a finished reproduction, written into ``out``, with the settings of an earlier run."""
+    settings = {"instances": "/elsewhere/tarnawski", "out": str(out), "time_limit": 60.0, "heuristic_time_limit": 60.0,
+                "restarts": 10, "seed": 0, "latency_calls": 1, "only": None, "filter": None, "no_plot": True,
+                "date": "2026-12-01", "cores": 2, "python": "3.11.7", "machine": {"cpus": 2}}
+    summary = {"settings": settings, "total_wall_s": 60.0, "runs": 10, "throughput": throughput, "latency": latency,
+               "failed_checks": 0}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(summary))
+    return summary
+
+
+def test_reproduce_of_some_instances_keeps_the_entries_of_the_others(tmp_path, monkeypatch, capsys):
+    # a run with --filter or --only wrote results.json with its own runs only: the instances and the objective it
+    # did not run were lost, and --report-only then rebuilt the tables from that run alone
+    instances, out = tiny_tarnawski(tmp_path / "tarnawski"), tmp_path / "out"
+    other = {"instance": "LayerGraphs/other", "runs": {"dp": {**OPTIMAL_RECORD, "value": 3.0}}}
+    again = {"instance": "LayerGraphs/chain4", "runs": {"dp": {**OPTIMAL_RECORD, "value": 9.0}}}
+    slow = {"instance": "LayerGraphs/slow", "runs": {}, "lower_bound": 1.0}
+    earlier = reproduction(out, [other, again], [slow])
+    monkeypatch.setattr(reproduce, "execute", lambda run, plans, tmp, warm: dict(OPTIMAL_RECORD))
+    assert reproduce.main(["--instances", str(instances), "--out", str(out), "--only", "throughput",
+                           "--no-plot", "--time-limit", "5"]) == 0
+    written = json.loads((out / "results.json").read_text())
+    assert [(e["instance"], e["runs"]["dp"]["value"]) for e in written["throughput"]] == [
+        ("LayerGraphs/other", 3.0), ("LayerGraphs/chain4", 7.5)]
+    assert [e["instance"] for e in written["latency"]] == ["LayerGraphs/slow"]
+    # each entry says the settings of the run that made it
+    assert written["throughput"][0]["run"] == written["latency"][0]["run"] == {"settings": earlier["settings"]}
+    assert written["throughput"][1]["run"] == {"settings": written["settings"]}
+    assert written["settings"]["time_limit"] == 5.0
+    said = capsys.readouterr().out.splitlines()
+    assert said[-2:] == [f"wrote {out / 'results.json'}: throughput: 1 of this run's rows, 1 of the file's kept, "
+                         "1 replaced",
+                         f"wrote {out / 'results.json'}: latency: 0 of this run's rows, 1 of the file's kept, "
+                         "0 replaced"]
+    # the tables hold every instance, and name the ones made with other settings than the header's
+    table = (out / "throughput.md").read_text()
+    assert "| LayerGraphs/other | 3.000 optimal |" in table and "| LayerGraphs/chain4 | 7.500 optimal |" in table
+    assert ("Rows kept from earlier runs with other settings:\n\n* LayerGraphs/other: 2026-12-01, MILP 60 s, "
+            "local search 60 s (10 restarts, seed 0), latency MILP with up to 1 call per accelerator\n") in table
+    assert "* LayerGraphs/chain4" not in table
+
+
+def test_an_interrupted_reproduction_leaves_the_results_of_the_last_one(tmp_path, monkeypatch):
+    # after each run results.json was written over with the progress of this one: stopped, it left that progress,
+    # and the finished reproduction it held was lost (--report-only then refused the file as unfinished)
+    instances, out = tiny_tarnawski(tmp_path / "tarnawski"), tmp_path / "out"
+    earlier = reproduction(out, [{"instance": "LayerGraphs/other", "runs": {"dp": OPTIMAL_RECORD}}], [])
+    calls = []
+
+    def execute(run, plans, tmp, warm):
+        calls.append(run.method)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return dict(OPTIMAL_RECORD)
+
+    monkeypatch.setattr(reproduce, "execute", execute)
+    with pytest.raises(KeyboardInterrupt):
+        reproduce.main(["--instances", str(instances), "--out", str(out), "--only", "throughput", "--no-plot"])
+    assert json.loads((out / "results.json").read_text()) == earlier
+    # the progress of the run stopped is beside it
+    assert json.loads((out / "partial.json").read_text()) == {
+        "partial": "1 of 8 runs", "runs": {"throughput LayerGraphs/chain4": {"dp": OPTIMAL_RECORD}}}
 
 
 def test_piper_refuses_a_folder_without_instances(tmp_path):
