@@ -36,10 +36,13 @@ def import_numba() -> types.ModuleType:
     return numba
 
 
-def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None, signature: Any = None) -> Any:
+def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None, signature: Any = None,
+                   name: str | None = None) -> Any:
     """``function`` compiled by numba, its calls to the helpers named in ``helpers`` bound to the
     compiled helpers given there. With a ``signature`` (numba's), it is compiled (or loaded from the
-    cache) now, for that signature only; without, on its first call, for the types of that call.
+    cache) now, for that signature only; without, on its first call, for the types of that call. With a
+    ``name``, the kernel is cached under that name in place of the function's: a second kernel of one
+    function, compiled for other types of its arguments, is cached apart from the first.
 
     The compiled code is cached on disk where numba finds a writable cache location; where it
     finds none (a read-only install and a read-only home) numba refuses to cache ("cannot cache
@@ -49,11 +52,11 @@ def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None,
     """
     numba = import_numba()
 
-    if helpers:
+    if helpers or name:
         scope = dict(function.__globals__)
-        scope.update(helpers)
-        clone = types.FunctionType(function.__code__, scope, function.__name__, function.__defaults__)
-        clone.__module__, clone.__qualname__ = function.__module__, function.__qualname__
+        scope.update(helpers or {})
+        clone = types.FunctionType(function.__code__, scope, name or function.__name__, function.__defaults__)
+        clone.__module__, clone.__qualname__ = function.__module__, name or function.__qualname__
         function = clone
     try:
         kernel = numba.njit(cache=True, nogil=True)(function)

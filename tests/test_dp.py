@@ -443,6 +443,65 @@ def test_the_one_word_subset_test_equals_the_maxima_walk(problem):
         assert np.array_equal(getattr(one_word, name), getattr(two_words, name))
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_nodes=10, max_accelerators=4, max_cpus=3), st.booleans())
+def test_a_class_of_layers_admits_the_blocks_its_layers_admit(problem, tight):
+    # A pair (i, j) is tried where some layer L may take the block i \ j, asked of one layer of each class of
+    # layers with equal dp[·, i] (and of every layer of a class where j is skipped at its head's previous
+    # layer); with every layer a class of its own (as with exact N) each layer is asked: the same pairs, and
+    # the same table, entry for entry (the interpreted kernels, without a ceiling and under the optimum).
+    from unittest import mock
+
+    import numpy as np
+
+    from placement.solvers import dp_table
+
+    solved = solve_dp(problem)
+    assume(solved.plan is not None or not tight)
+    contraction = contract(problem)
+    graph, layers = dp_table.build_graph(problem, contraction), dp_table.build_layers(problem)
+    family = enumerate_ideals(contraction, 10 ** 6)
+    data = dp_table.prepare(graph, layers, family, compiled=False)
+    ceiling = solved.objective if tight else math.inf
+    with mock.patch.object(_dp_kernels, "CLASSES_FROM", 0):   # classes on every number of layers
+        classes = dp_table.fill(problem, graph, layers, data, ceiling, None, "dp")
+    layer_by_layer = dp_table.fill(problem, graph, layers, data, ceiling, None, "dp")
+    assert len(layers.counts) < _dp_kernels.CLASSES_FROM
+    for name in ("dp", "parent", "choice", "counters"):
+        assert np.array_equal(getattr(classes, name), getattr(layer_by_layer, name))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_compiled_kernel_with_classes_fills_the_table_of_the_one_without(seed):
+    # 6 accelerators (memory binding) and 5 CPUs: 42 layers, past CLASSES_FROM, so the table is filled by the
+    # compiled dp_range_classes, which numba compiles apart from dp_range (the branches on whether ``above`` is
+    # None decided at compile time); with CLASSES_FROM above 42, by dp_range: the same table, entry for entry,
+    # under the optimum and without a ceiling, on a random DAG of 16 nodes
+    from unittest import mock
+
+    import numpy as np
+
+    from placement.solvers import dp_table
+
+    rng = random.Random(seed)
+    nodes = tuple(Node(i, f"n{i}", (rng.uniform(1, 9), rng.uniform(10, 60)), float(rng.randint(1, 4)), False, None,
+                       rng.uniform(0, 2)) for i in range(16))
+    edges = tuple(Edge(i, j) for j in range(1, 16) for i in rng.sample(range(j), min(j, rng.randint(1, 2))))
+    problem = Instance(nodes, edges, (DeviceType("accelerator", 6, 14.0), DeviceType("cpu", 5, pays_comm=False)))
+    contraction = contract(problem)
+    graph, layers = dp_table.build_graph(problem, contraction), dp_table.build_layers(problem)
+    assert _dp_kernels.range_kernel(len(layers.counts), False) == "dp_range_classes"
+    data = dp_table.prepare(graph, layers, enumerate_ideals(contraction, 10 ** 6), compiled=True)
+    optimum = solve_dp(problem).objective
+    for ceiling in (optimum, math.inf):
+        classes = dp_table.fill(problem, graph, layers, data, ceiling, None, "dp")
+        with mock.patch.object(_dp_kernels, "CLASSES_FROM", len(layers.counts) + 1):
+            layer_by_layer = dp_table.fill(problem, graph, layers, data, ceiling, None, "dp")
+        assert classes.dp[layers.full, classes.full] == pytest.approx(optimum, rel=1e-12)
+        for name in ("dp", "parent", "choice", "counters"):
+            assert np.array_equal(getattr(classes, name), getattr(layer_by_layer, name))
+
+
 def _line(times: list[float], costs: list[float], accelerators: int, all_pairs: bool | str) -> Instance:
     """Nodes 0..n-1 on accelerators only; edges i -> i+1 (a chain) or i -> j for every i < j (a total order);
     ``all_pairs="fan-in"``: the chain, and every node feeding the last."""
@@ -683,7 +742,7 @@ def test_a_run_moves_to_the_compiled_kernels_where_it_is_large(monkeypatch):
         monkeypatch.setattr(_dp_kernels, "must_compile", lambda *names: not cached)
         said: list[str] = []
         data = SimpleNamespace(kernels=None, may_compile=True)
-        dp_table._move_to_compiled(data, units, said.append)
+        dp_table._move_to_compiled(data, units, said.append, "dp_range")
         assert (data.kernels is compiled, data.may_compile) == (moves, not moves)
         assert said == ([dp_table.compiling()] if moves and not cached else [])
 
@@ -723,7 +782,9 @@ def test_a_run_needs_only_its_own_kernel_compiled(monkeypatch):
     """A family built interpreted and moved to the compiled kernels for a run compiles dp_range alone: a later
     run past INTERPRETED_UNITS, in this process or (from numba's cache) another, takes it without saying that
     it compiles anything, though family_data was never compiled (it said so on every large run, and stayed
-    interpreted below INTERPRETED_UNITS_UNCOMPILED)."""
+    interpreted below INTERPRETED_UNITS_UNCOMPILED). A run of many layers, whose kernel is dp_range_classes
+    (compiled apart), asks of that kernel: never compiled, it stays interpreted below
+    INTERPRETED_UNITS_UNCOMPILED and says it compiles above."""
     from types import SimpleNamespace
 
     from placement.solvers import dp_table
@@ -732,14 +793,20 @@ def test_a_run_needs_only_its_own_kernel_compiled(monkeypatch):
         raise AssertionError("not called")
 
     never_compiled.py_func, never_compiled.signatures = never_compiled, []
-    compiled = SimpleNamespace(family_data=never_compiled, dp_range=lambda *args: None)   # dp_range: set up
+    compiled = SimpleNamespace(family_data=never_compiled, dp_range=lambda *args: None,   # dp_range: set up
+                               dp_range_classes=never_compiled)
     monkeypatch.setattr(_dp_kernels, "compiled", lambda: compiled)
     assert _dp_kernels.must_compile() and not _dp_kernels.must_compile(("dp_range",))
     for units in (500_001, 5_000_001):
         said: list[str] = []
         data = SimpleNamespace(kernels=None, may_compile=True)
-        dp_table._move_to_compiled(data, units, said.append)
+        dp_table._move_to_compiled(data, units, said.append, "dp_range")
         assert (data.kernels, said) == (compiled, [])
+    for units, moves in ((500_001, False), (5_000_001, True)):
+        said = []
+        data = SimpleNamespace(kernels=None, may_compile=True)
+        dp_table._move_to_compiled(data, units, said.append, "dp_range_classes")
+        assert (data.kernels is compiled, said) == (moves, [dp_table.compiling()] if moves else [])
 
 
 def test_a_process_whose_compiled_kernels_are_set_up_starts_on_them(monkeypatch):

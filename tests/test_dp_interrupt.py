@@ -364,7 +364,7 @@ def test_the_dp_stops_a_kernel_call_within_its_pairs_however_the_pairs_per_ideal
     examined: list[int] = []
 
     def a_second_a_pair(kernel, lo, hi, *rest):
-        counters = rest[-2]   # the counters, then the budget of pairs
+        counters = rest[-3]   # the counters, the budget of pairs, and the layers above (or None)
         before = int(counters[0])
         reached = kernel(lo, hi, *rest)
         examined.append(int(counters[0]) - before)
@@ -530,7 +530,7 @@ def test_the_pace_a_dp_table_reports_leaves_out_compiling_its_kernels(monkeypatc
     real_clock, moved = time.perf_counter, [0.0]
     monkeypatch.setattr(time, "perf_counter", lambda: real_clock() + moved[0])
 
-    def compiling(data, units, progress):
+    def compiling(data, units, progress, kernel):
         moved[0] += 5.0
 
     class Watch:

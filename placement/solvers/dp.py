@@ -48,7 +48,13 @@ Speed (all of it exact):
 * candidates ``I'`` are scanned in decreasing compute order and the scan stops
   when the compute of ``X`` alone reaches the best value found for ``I``;
 * a layer is skipped for ``I`` when the work of ``I``, or of ``V \\ I``, cannot
-  fit its devices under ``UB``.
+  fit its devices under ``UB``;
+* a pair is evaluated only where it may lower ``dp[L][I]`` for some layer; from
+  :data:`placement.solvers._dp_kernels.CLASSES_FROM` layers up (without ``stages``) that is asked of one layer per
+  class of layers with equal ``dp[·][I]`` (:func:`placement.solvers._dp_kernels._layer_classes`), by a kernel
+  compiled apart from the one that asks every layer, so that fewer layers run the code they ran before. On the
+  InceptionV3 latency input (12 accelerators, 8 CPUs: 117 layers) asking every layer took 162 s, the classes 19-24 s,
+  for the same 17,754,016 blocks evaluated.
 
 With ``stages=N`` the same rules hold for ``e``: ``UB`` comes from the chain DP
 in the same mode (∞ when no chain plan has ``N`` stages, and then nothing is
@@ -277,7 +283,7 @@ def _solve_dp(problem: Instance, held: InHand, max_ideals: int, progress: Progre
         compiled = True   # the chain DP's small families too: the kernels are loaded anyway
     if progress is not None:
         progress(f"{n_ideals:,} ideals over {counted(contraction.size, 'supernode')}")
-        if compiled and K.must_compile():
+        if compiled and K.must_compile(("family_data", K.range_kernel(len(layers.counts), stages is not None))):
             progress(compiling())
     if prefixes and n_ideals <= COARSE_FROM:   # the chain DP would be this very run
         ub, ub_plan = math.inf, None

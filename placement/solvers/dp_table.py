@@ -81,6 +81,14 @@ class Layers:
         """Number of devices per layer."""
         return self.counts.sum(axis=1)
 
+    @property
+    def above(self) -> np.ndarray:
+        """``(L, T)``: the layer with one device of type t more (-1 if none), the inverse of ``prev``."""
+        above = np.full_like(self.prev, -1)
+        layer, kind = np.nonzero(self.prev >= 0)
+        above[self.prev[layer, kind], kind] = layer
+        return above
+
 
 def build_graph(problem: Instance, contraction: Contraction, relaxed_memory: bool = False) -> Graph:
     """The supernode-level arrays of the DP, in numpy operations over the nodes and edges (linear time).
@@ -594,8 +602,10 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
     # a fiftieth of the family, or 256 ideals, and fewer where each ideal has many layers to fill
     chunk = max(1, min(max(256, n // 50), STATES_PER_CHUNK // n_layers))
     poll = getattr(progress, "poll", None)   # a deadline check between progress lines (dp.deadline_watch)
+    kernel = K.range_kernel(n_layers, stages is not None)
+    above = layers.above if kernel == "dp_range_classes" else None
     if data.may_compile:
-        _move_to_compiled(data, run_units(data.comp_t, n_layers, ceiling), progress)
+        _move_to_compiled(data, run_units(data.comp_t, n_layers, ceiling), progress, kernel)
     start = time.perf_counter()   # after any compiling: the table's pace (poll) is that of its kernels alone
     last = start
     most = chunk
@@ -605,14 +615,14 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
         hi = min(n, lo + chunk)
         began = time.perf_counter()
         window = int(counters[K.WINDOW])
-        hi = int(data.kernels.dp_range(lo, hi, data.bits, data.comp_t, data.unsup_t, data.mem, data.mem_lo,
+        hi = int(getattr(data.kernels, kernel)(lo, hi, data.bits, data.comp_t, data.unsup_t, data.mem, data.mem_lo,
                                        graph.memcap, graph.memcap_lo, graph.mem_scale, graph.pays, data.cutc,
                                        data.cut_lo, data.cut_hi, data.cut_buf, data.cut_count, graph.cost,
                                        data.max_lo, data.max_hi, data.max_buf, data.order, data.pos, layers.prev,
                                        layer_cap, rest_cap, rest_devices, pmin, pmin_total, full, ceiling,
                                        stages is not None, size, popcount, data.nested, data.added, data.reach,
                                        graph.touch_ptr, graph.touch_idx, graph.degree, inside, dp, parent, choice,
-                                       counters, pairs))
+                                       counters, pairs, above))
         now = time.perf_counter()
         took = max(now - began, 1e-6)
         # the next chunk: as many ideals as take about CHUNK_S at this chunk's pace (later ideals have more
@@ -640,15 +650,15 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
     return Table(data.bits, dp, parent, choice, counters, full, popcount, data.prefix)
 
 
-def _move_to_compiled(data: SimpleNamespace, units: int, progress: Progress | None) -> None:
+def _move_to_compiled(data: SimpleNamespace, units: int, progress: Progress | None, kernel: str) -> None:
     """Hand ``data`` the compiled kernels for a run of ``units`` (:func:`run_units`) past
-    :data:`INTERPRETED_UNITS`, or, while the compiled kernels are not cached, past
-    :data:`INTERPRETED_UNITS_UNCOMPILED` (then compiling them, which is announced). Telling whether they
-    are cached imports numba, so a run past the first limit pays for that even where it stays
-    interpreted."""
+    :data:`INTERPRETED_UNITS`, or, while the compiled kernel ``kernel`` (the one that fills the table:
+    :func:`placement.solvers._dp_kernels.range_kernel`) is not cached, past :data:`INTERPRETED_UNITS_UNCOMPILED`
+    (then compiling it, which is announced). Telling whether it is cached imports numba, so a run past the first
+    limit pays for that even where it stays interpreted."""
     if units <= INTERPRETED_UNITS:
         return
-    compiles = K.must_compile(("dp_range",))   # the family's data is built: its runs need only dp_range
+    compiles = K.must_compile((kernel,))   # the family's data is built: its runs need only that kernel
     if compiles and units <= INTERPRETED_UNITS_UNCOMPILED:
         return
     if compiles and progress is not None:
