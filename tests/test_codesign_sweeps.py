@@ -398,7 +398,7 @@ def test_a_sweep_sends_its_tasks_the_model_and_grid_read_where_it_started(tmp_pa
         model = item["config"]["model"]
         assert isinstance(workload.value, Workload) if model == MLP else isinstance(workload.value, sweep._Unreadable)
         assert isinstance(grid.value, Grid)
-        assert set(item) == {"id", "config", "baselines", "random_budget", "seed"}   # the paths only as its name
+        assert set(item) == {"id", "config", "baselines", "random_budget", "seed", "max_ideals"}   # no path
     assert len({id(w) for _, _, w, _ in submitted}) == 2 and len({id(g) for _, _, _, g in submitted}) == 2
     errors = [r for r in sweep.read_records(tmp_path / "records.jsonl") if r["status"] == "error"]
     assert len(errors) == 4 and all(r["error"].startswith(f"{bad}: ") for r in errors)
@@ -426,7 +426,7 @@ def test_a_sweep_killed_mid_run_resumes(tmp_path):
     assert before >= 2
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    ids = [r["id"] for r in sweep.read_records(out)]
+    ids = [json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()]   # each line, once
     assert sorted(ids) == sorted(sweep.configuration_id(c) for c in sweep.configurations(sweep.load_spec(spec)))
     assert finished_first or before < 12
 
@@ -483,7 +483,10 @@ def test_a_sweep_waits_for_the_one_writing_its_file_and_skips_what_it_wrote(tmp_
     ("fixed", '"fixed"'), (7, "7"), (["fixed"], '["fixed"]'), ({"baselines": None}, '{"baselines": null}'),
     ({"baselines": [None]}, '{"baselines": [null]}'), ({"baselines": "fixed"}, '{"baselines": "fixed"}'),
     ({"baselines": ["fixed"], "note": 1}, '{"baselines": ["fixed"], "note": 1}'), ({}, "{}"),
-], ids=["string", "number", "array", "null baselines", "null baseline", "baselines string", "another field", "empty"])
+    ({"baselines": ["fixed"], "max_ideals": 0}, '{"baselines": ["fixed"], "max_ideals": 0}'),
+    ({"baselines": ["fixed"], "max_ideals": True}, '{"baselines": ["fixed"], "max_ideals": true}'),
+], ids=["string", "number", "array", "null baselines", "null baseline", "baselines string", "another field", "empty",
+        "max_ideals 0", "max_ideals true"])
 def test_a_record_whose_settings_are_not_what_a_sweep_writes_is_refused_by_name(tmp_path, capsys, settings, text):
     """A record's settings edited into something a sweep never writes (no object, or baselines that are no array
     of names) ended the sweep in a traceback (AttributeError: 'str' object has no attribute 'get', TypeError)
@@ -544,7 +547,7 @@ def test_sweep_spec_files(tmp_path):
     with pytest.raises(InvalidInstanceError) as caught:
         sweep.load_spec(spec)
     assert str(caught.value) == (f"{spec}: unknown key 'k' (known: models, chips, budgets, grids, objectives, "
-                                 "homogeneous, baselines, random_budget, seed)")
+                                 "homogeneous, baselines, random_budget, seed, max_ideals)")
     spec.write_text(json.dumps({"models": ["gnmt-training"], "chips": [0], "budgets": [[606.68, 300]]}))
     with pytest.raises(InvalidInstanceError) as caught:
         sweep.load_spec(spec)
@@ -610,10 +613,10 @@ def test_a_sweep_file_s_counts_written_as_whole_floats_read_as_integers(tmp_path
     # instance, plan and grid files read 2.0 as 2; read so, a configuration has the id it has with chips 2
     spec = tmp_path / "spec.json"
     whole = {"models": ["gnmt-training"], "chips": [1, 2], "budgets": [[606.68, 300]], "random_budget": 8, "seed": 1}
-    spec.write_text(json.dumps({**whole, "chips": [1.0, 2.0], "random_budget": 8.0, "seed": 1.0}))
+    spec.write_text(json.dumps({**whole, "chips": [1.0, 2.0], "random_budget": 8.0, "seed": 1.0, "max_ideals": 23.0}))
     loaded = sweep.load_spec(spec)
-    assert (loaded.chips, loaded.random_budget, loaded.seed) == ((1, 2), 8, 1)
-    assert all(type(k) is int for k in (*loaded.chips, loaded.random_budget, loaded.seed))
+    assert (loaded.chips, loaded.random_budget, loaded.seed, loaded.max_ideals) == ((1, 2), 8, 1, 23)
+    assert all(type(k) is int for k in (*loaded.chips, loaded.random_budget, loaded.seed, loaded.max_ideals))
     spec.write_text(json.dumps(whole))
     assert sweep.configurations(loaded) == sweep.configurations(sweep.load_spec(spec))
     spec.write_text(json.dumps({**whole, "chips": [1.5]}))
@@ -1237,3 +1240,122 @@ def test_a_misspelt_keyword_of_the_co_design_functions_names_the_one_meant(call,
     with pytest.raises(TypeError) as error:
         call()
     assert str(error.value) == message
+
+
+#: GNMT's training graph contracts to 12 supernodes with 23 ideals, not totally ordered: a limit of 22 refuses it
+GNMT_TOO_MANY_IDEALS = (
+    "more than 22 ideals in the contracted graph (12 supernodes); the DP over ideals would need too much time and "
+    "memory. Raise the limit max_ideals (time and memory grow with it, and memory with the nodes whose outputs cross "
+    "each ideal), or coarsen the graph by giving nodes that belong together one colour class")
+
+
+@needs_dask
+def test_a_sweep_runs_at_the_max_ideals_of_its_spec_and_reruns_the_errors_made_at_another(tmp_path):
+    """A sweep ran every DP at the default limit on ideals, and the error records of a model past it said to raise
+    max_ideals, which a sweep file could not set. At max_ideals 22 each configuration of GNMT is an error record
+    that names the key max_ideals; resumed at 23, those records made at 22 are run again, and the new record of
+    each configuration replaces its error; resumed at 23 again, or at any other limit, the optima are kept (a
+    proven optimum is one at every limit the DP runs under)."""
+    spec = sweep.SweepSpec(models=("gnmt-training",), chips=(1, 2), budgets=((606.68, 300.0),), grids=(TINY,),
+                           baselines=("wham", "fixed"), max_ideals=22)
+    out = tmp_path / "records.jsonl"
+    summary = sweep.run_sweep(spec, out, workers=1, processes=False, quiet=True)
+    assert (summary.total, summary.ran, summary.errors, summary.infeasible) == (2, 2, 2, 0)
+    errors = sweep.read_records(out)
+    assert [r["status"] for r in errors] == ["error", "error"]
+    assert [r["error"] for r in errors] == [GNMT_TOO_MANY_IDEALS] * 2
+    assert [r["settings"] for r in errors] == [{"baselines": ["fixed", "wham"], "max_ideals": 22}] * 2
+    raised = dataclasses.replace(spec, max_ideals=23)
+    summary = sweep.run_sweep(raised, out, workers=1, processes=False, quiet=True)
+    assert (summary.total, summary.skipped, summary.ran, summary.errors) == (2, 0, 2, 0)
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 4   # appended: the file keeps what it had
+    records = sweep.read_records(out)   # one record per configuration, its last
+    assert [r["id"] for r in records] == [r["id"] for r in errors]
+    gnmt = load_workload(sweep.sweep_model("gnmt-training"))
+    for record in records:
+        chips = record["config"]["chips"]
+        assert record["status"] == "optimal" and "error" not in record
+        assert record["settings"] == {"baselines": ["fixed", "wham"], "max_ideals": 23}
+        assert record["value"] == solve_exact(gnmt, load_grid(TINY), chips, 606.68, 300.0).value
+        assert record["baselines"]["wham"]["value"] == baselines.wham(gnmt, chips, 606.68, 300.0, grid=TINY).value
+        assert record["baselines"]["fixed"]["value"] == baselines.fixed(gnmt, chips, 606.68, 300.0, grid=TINY).value
+    for limit in (23, 22, 200_000):
+        summary = sweep.run_sweep(dataclasses.replace(spec, max_ideals=limit), out, workers=1, processes=False,
+                                  quiet=True)
+        assert (summary.skipped, summary.ran) == (2, 0)
+    assert sweep.read_records(out) == records
+
+
+def test_a_configuration_runs_the_exact_method_and_every_baseline_at_its_max_ideals(monkeypatch):
+    seen = []
+    for name in ("wham", "random_search", "fixed"):
+        def spy(*args, _run=getattr(baselines, name), _name=name, **options):
+            seen.append((_name, options.get("max_ideals")))
+            return _run(*args, **options)
+        monkeypatch.setattr(baselines, name, spy)
+    spec = sweep.SweepSpec(models=("gnmt-training",), chips=(2,), budgets=((606.68, 300.0),), grids=(TINY,),
+                           random_budget=4, max_ideals=23)
+    config = sweep.configurations(spec)[0]
+    item = {"id": sweep.configuration_id(config), "config": config, "baselines": list(spec.baselines),
+            "random_budget": spec.random_budget, "seed": spec.seed, "max_ideals": spec.max_ideals}
+    record = sweep.run_configuration(item)
+    assert record["status"] == "optimal" and set(record["baselines"]) == {"wham", "random", "fixed"}
+    assert seen == [("wham", 23), ("random_search", 23), ("fixed", 23)]
+    with pytest.raises(LimitExceededError) as caught:
+        sweep.run_configuration({**item, "max_ideals": 22})
+    assert str(caught.value) == GNMT_TOO_MANY_IDEALS and caught.value.parameter == "max_ideals"
+    assert sweep.SweepSpec(models=("gnmt-training",), chips=(2,), budgets=((606.68, 300.0),)).max_ideals == 200_000
+
+
+@pytest.mark.parametrize("value, shown", [(0, "0"), (-1, "-1"), (1.5, "1.5"), ("x", "'x'"), (True, "true"),
+                                          (None, "null")])
+def test_a_max_ideals_that_is_no_positive_integer_is_refused_before_any_configuration_runs(tmp_path, capsys, value,
+                                                                                           shown):
+    from placement.cli import main
+
+    spec_file = tmp_path / "sweep.json"
+    spec_file.write_text(json.dumps({"models": ["gnmt-training"], "chips": [1], "budgets": [[606.68, 300]],
+                                     "grids": [TINY], "max_ideals": value}))
+    out = tmp_path / "records.jsonl"
+    ran: list = []
+    with pytest.raises(InvalidInstanceError) as caught:
+        sweep.run_sweep(spec_file, out, quiet=True, task=ran.append)
+    assert str(caught.value) == f"{spec_file}: max_ideals must be a positive integer, not {shown}"
+    with pytest.raises(InvalidParameterError) as refused:
+        sweep.SweepSpec(models=("gnmt-training",), chips=(1,), budgets=((606.68, 300.0),), max_ideals=value)
+    assert (refused.value.parameter, refused.value.detail) == ("max_ideals", f"must be a positive integer, not {shown}")
+    assert main(["codesign", "--sweep", str(spec_file), "--out", str(out), "--quiet"]) == 2
+    assert capsys.readouterr().err == f"error: {spec_file}: max_ideals must be a positive integer, not {shown}\n"
+    assert ran == [] and not out.exists()
+
+
+@needs_dask
+def test_a_record_made_before_records_kept_max_ideals_was_made_at_the_default(tmp_path):
+    """A record without max_ideals among its settings was made at the default limit: an error is kept by a sweep at
+    that limit and run again at another; a record of other baselines settings is refused whatever its limit, unless
+    it is an error run again (which replaces it)."""
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,), baselines=("fixed",))
+    config = sweep.configurations(spec)[0]
+    ident = sweep.configuration_id(config)
+
+    def task(item):   # run on a worker: it says what it was given in its record
+        return {"config": item["config"], "status": "error", "error": f"run again at {item['max_ideals']}"}
+
+    for settings in (None, {"baselines": ["fixed"]}):
+        out = tmp_path / f"{settings is None}.jsonl"
+        sweep.append_record(out, {"id": ident, "config": config, "status": "error", "error": "recorded before",
+                                  **({} if settings is None else {"settings": settings})})
+        assert sweep.run_sweep(dataclasses.replace(spec, max_ideals=200_000), out, quiet=True).ran == 0
+        summary = sweep.run_sweep(dataclasses.replace(spec, max_ideals=500), out, workers=1, processes=False,
+                                  quiet=True, task=task)
+        assert (summary.ran, summary.errors) == (1, 1)
+        assert sweep.read_records(out) == [{"id": ident, "config": config, "status": "error",
+                                            "error": "run again at 500",
+                                            "settings": {"baselines": ["fixed"], "max_ideals": 500}}]
+    out = tmp_path / "other.jsonl"
+    sweep.append_record(out, {"id": ident, "config": config, "status": "optimal",
+                              "settings": {"baselines": ["wham"], "max_ideals": 500}})
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.run_sweep(spec, out, quiet=True)
+    assert str(caught.value) == (f"out holds a record of {MLP} on 1 chip made with baselines wham, and this sweep asks "
+                                 "for baselines fixed: resuming would keep that record; write to another file")

@@ -16,7 +16,12 @@ matched to configurations by their ``id`` (:func:`configuration_id`, a digest of
 configuration), the configurations already there are skipped, and a last line cut short by the
 interruption is dropped first. A file whose records of the same configurations were made with other
 baselines settings (:func:`baseline_settings`) is refused: skipped, those records would stand for
-baselines the sweep did not ask for. A sweep holds a lock on its results file while it runs: a second
+baselines the sweep did not ask for. Every DP of a sweep runs at its ``max_ideals`` (the most ideals it
+enumerates); a record made at another limit is kept where it holds a result (a proven optimum, or no design
+within the budgets, is the same at every limit under which the DP runs), and run again where it is an
+``error`` (the limit's refusal, which the error asks to raise): the new record is appended, and the last
+record of an ``id`` replaces the earlier ones (:func:`read_records`), so that the file is only ever
+appended to. A sweep holds a lock on its results file while it runs: a second
 sweep started on the same file (by mistake, or from another shell) waits for the first to end,
 then skips what it wrote, so that no record is written twice and no line is cut into another.
 
@@ -30,7 +35,8 @@ model), ``value`` (the objective: batches per second, or per second per watt), `
 ``runtime_s``, and ``baselines``: per baseline its ``value``, ``throughput``, ``ratio`` (its
 value over the optimum's: at most 1), ``runtime_s``, ``evaluated`` and ``designs`` (labels), or
 ``error`` when it cannot run (the TPU-like design over the budgets); ``settings``, the baselines
-settings the record was made with (:func:`baseline_settings`).
+settings the record was made with (:func:`baseline_settings`) and its ``max_ideals`` (a record without it was
+made at the default, 200,000).
 
 Dask is imported only here and only when a sweep runs (the ``sweep`` extra).
 """
@@ -56,6 +62,7 @@ from placement.jsonfile import (RepeatedKey, json_type_name, json_value_text, lo
                                 refuse_non_finite, strict_json, unique_keys)
 from placement.problem.instance import is_flag
 from placement.sigint import held_interrupts
+from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement import parameters
 from placement.whole_file import text_path
 from placement.wording import rounded_duration
@@ -63,7 +70,8 @@ from placement.wording import rounded_duration
 #: the keys of a configuration, in the order records show them
 CONFIG_KEYS = ("model", "chips", "area_mm2", "power_w", "grid", "objective", "homogeneous")
 #: the keys of a sweep specification file
-SPEC_KEYS = ("models", "chips", "budgets", "grids", "objectives", "homogeneous", "baselines", "random_budget", "seed")
+SPEC_KEYS = ("models", "chips", "budgets", "grids", "objectives", "homogeneous", "baselines", "random_budget", "seed",
+             "max_ideals")
 
 
 @parameters.keywords_checked
@@ -72,8 +80,10 @@ class SweepSpec:
     """The lists a sweep multiplies out, and the baselines each configuration also runs.
 
     ``budgets`` are ``(area_mm2, power_w)`` pairs, per chip; ``grids`` are grid files (or
-    ``None`` for the default grid); ``random_budget`` and ``seed`` set the random-search baseline. A model or
-    grid given as a path object (:class:`os.PathLike`) is held as its name (:func:`os.fspath`).
+    ``None`` for the default grid); ``random_budget`` and ``seed`` set the random-search baseline;
+    ``max_ideals`` is the most ideals each DP enumerates, of the exact method and of the baselines (the default of
+    :func:`placement.solve`). A model or grid given as a path object (:class:`os.PathLike`) is held as its name
+    (:func:`os.fspath`).
     """
 
     models: tuple[str, ...]
@@ -85,6 +95,7 @@ class SweepSpec:
     baselines: tuple[str, ...] = ("wham", "random", "fixed")
     random_budget: int = 64
     seed: int = 0
+    max_ideals: int = DEFAULT_MAX_IDEALS
 
     def __post_init__(self) -> None:
         for name in ("models", "chips", "budgets", "grids", "objectives", "homogeneous", "baselines"):
@@ -126,6 +137,7 @@ class SweepSpec:
             parameters.one_of("baselines", baseline, ("wham", "random", "fixed"), show=_as_written)
         parameters.integer("random_budget", self.random_budget, smallest=1, show=_as_written)
         parameters.integer("seed", self.seed, largest=parameters.MAX_SEED, show=_as_written)
+        parameters.integer("max_ideals", self.max_ideals, smallest=1, show=_as_written)   # as solve checks it
 
     @property
     def size(self) -> int:
@@ -166,7 +178,7 @@ def load_spec(path: str | Path) -> SweepSpec:
         raise InvalidInstanceError(f"{path}: missing key {missing[0]!r}")
     fields: dict[str, Any] = {}
     for key, value in data.items():
-        if key in ("random_budget", "seed"):
+        if key in ("random_budget", "seed", "max_ideals"):
             fields[key] = _whole(value)
         elif not isinstance(value, list):
             raise InvalidInstanceError(f"{path}: {key} must be a list, not {json_value_text(value)}")
@@ -215,6 +227,25 @@ def baseline_settings(baselines: Iterable[str], random_budget: int, seed: int) -
     return settings
 
 
+def record_settings(item: dict[str, Any]) -> dict[str, Any]:
+    """The ``settings`` of the record of the task ``item``: its :func:`baseline_settings` and the ``max_ideals``
+    each of its DPs ran at."""
+    return {**baseline_settings(item["baselines"], item["random_budget"], item["seed"]),
+            "max_ideals": item["max_ideals"]}
+
+
+def _made_with(settings: Any) -> tuple[Any, int | None]:
+    """A record's ``settings`` apart: its baselines settings, and the ``max_ideals`` it was made at (the default
+    where they name none: made before records kept it). The limit is ``None`` where the record's is no positive
+    integer (edited by hand), and the baselines settings are then the whole ``settings``, to be shown as they are."""
+    if not (isinstance(settings, dict) and "max_ideals" in settings):
+        return settings, DEFAULT_MAX_IDEALS
+    limit = settings["max_ideals"]
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        return settings, None
+    return {key: value for key, value in settings.items() if key != "max_ideals"}, limit
+
+
 def _settings_text(settings: Any) -> str:
     """``settings`` (:func:`baseline_settings`) as a message shows them; a record's settings that are not what a
     sweep writes for their baselines (no object, baselines that are no array of names, other fields: edited by
@@ -234,6 +265,8 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 
     A path that is no regular file (a folder, a pipe, a device), or that cannot be looked up (a name too long),
     raises :class:`InvalidParameterError`.
+    One record per ``id``: where a configuration was run again (an error made at another ``max_ideals``), its
+    last record, which replaces the earlier ones, at the place of the first.
     A last line without its newline (a write cut short by an interruption: the start of a record,
     which begins ``{"id":"``) is ignored; any other line that is not a JSON object with an ``id``, that names
     a key twice in one object or holds a number that is not finite (records are written without either), or a
@@ -285,7 +318,7 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     if not (tail.startswith(RECORD_START) or RECORD_START.startswith(tail)):
         raise InvalidParameterError("out", f"{path}: line {len(lines) + 1} does not end in a newline and is no "
                                            "sweep record cut short: not a file of sweep records")
-    return records
+    return list({record["id"]: record for record in records}.values())
 
 
 def _one_document(text: str) -> str | None:
@@ -475,8 +508,8 @@ def _client(scheduler: str | None, workers: int | None, processes: bool) -> tupl
     return client, cluster
 
 
-def _done(spec: SweepSpec, out: Path) -> dict[str, Any]:
-    """The baselines settings of the records of ``out`` by ``id`` (:func:`read_records`). A record of one of
+def _done(spec: SweepSpec, out: Path) -> dict[str, dict[str, Any]]:
+    """The records of ``out`` by ``id`` (:func:`read_records`: the last of each). A record of one of
     ``spec``'s configurations whose ``config`` is another configuration (one that its id is not the digest of,
     :func:`configuration_id`: edited by hand) is refused (:class:`InvalidParameterError` about ``out``): a run
     matches records to configurations by their id alone, and would keep it as the record of the configuration
@@ -495,14 +528,16 @@ def _done(spec: SweepSpec, out: Path) -> dict[str, Any]:
                                                f"{config['chips']} chip{'s' * (config['chips'] != 1)}) holds another "
                                                f"configuration, whose 'config' {got}: a record edited by hand, which "
                                                "resuming would keep as the record of the configuration its id names")
-    return {record["id"]: record.get("settings") for record in records}
+    return {record["id"]: record for record in records}
 
 
-def _to_run(spec: SweepSpec, done: dict[str, Any], settings: Any) -> tuple[list[dict[str, Any]], int]:
-    """The tasks of ``spec``'s configurations that ``done`` (the records' ``settings`` by ``id``) holds no record
-    of, and the number of distinct configurations (a value listed twice in the sweep file makes one, run once).
-    A record of one of them made with other baselines ``settings`` is refused (:class:`InvalidParameterError`
-    about ``out``): resuming would keep it; one made before records kept their settings is taken."""
+def _to_run(spec: SweepSpec, done: dict[str, dict[str, Any]], settings: Any) -> tuple[list[dict[str, Any]], int]:
+    """The tasks of ``spec``'s configurations to run, and the number of distinct configurations (a value listed
+    twice in the sweep file makes one, run once): those that ``done`` (the records by ``id``) holds no record of,
+    and those whose record is an ``error`` made at another ``max_ideals`` than ``spec``'s (the limit may have been
+    what refused it; the new record replaces it). A record that is kept, made with other baselines ``settings``
+    (:func:`baseline_settings`), is refused (:class:`InvalidParameterError` about ``out``): resuming would keep
+    it; one made before records kept their settings is taken (as made at the default ``max_ideals``)."""
     todo = []
     distinct = set()
     for config in configurations(spec):
@@ -510,13 +545,15 @@ def _to_run(spec: SweepSpec, done: dict[str, Any], settings: Any) -> tuple[list[
         if ident in distinct:
             continue
         distinct.add(ident)
-        if ident not in done:
+        record = done.get(ident)
+        made, limit = _made_with(record.get("settings")) if record is not None else (None, None)
+        if record is None or limit not in (None, spec.max_ideals) and record.get("status") == "error":
             todo.append({"id": ident, "config": config, "baselines": list(spec.baselines),
-                         "random_budget": spec.random_budget, "seed": spec.seed})
-        elif done[ident] is not None and done[ident] != settings:
+                         "random_budget": spec.random_budget, "seed": spec.seed, "max_ideals": spec.max_ideals})
+        elif made is not None and (limit is None or made != settings):
             raise InvalidParameterError("out", f"holds a record of {config['model']} on {config['chips']} "
                                                f"chip{'s' * (config['chips'] != 1)} made with "
-                                               f"{_settings_text(done[ident])}, and this sweep asks for "
+                                               f"{_settings_text(made)}, and this sweep asks for "
                                                f"{_settings_text(settings)}: resuming would keep that record; "
                                                "write to another file")
     return todo, len(distinct)
@@ -548,10 +585,13 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
     ``distributed.LocalCluster`` of ``workers`` worker processes (threads when ``processes`` is
     false; not given, ``None``: Dask's count of workers, processes) runs here and is closed at the end;
     ``workers`` and ``processes`` size that local cluster only, and are refused given with ``scheduler``,
-    whatever their value. A progress bar goes to standard error unless
+    whatever their value. Every DP runs at ``spec.max_ideals``; resuming at another limit runs again the
+    configurations whose record is an error (a changed limit does not make a configuration another one, with
+    another ``id``: the records that hold results stand at every limit, and would be run again for nothing),
+    and their new records replace those errors (:func:`read_records`). A progress bar goes to standard error unless
     ``quiet``. ``plots`` is a folder to write the plots of every record of ``out`` into
     (:func:`placement.codesign.plots.write_plots`). ``task`` replaces :func:`run_configuration`
-    (it takes a configuration, with its baselines settings and the model and grid read here, and
+    (it takes a configuration, with its baselines settings, ``max_ideals`` and the model and grid read here, and
     returns a record without ``id``).
 
     Every model and grid is read here before any cluster is reached (a worker may not see this
@@ -592,7 +632,9 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
     grids = {grid: load_grid(grid) for grid in dict.fromkeys(spec.grids)}   # read here, sent to the workers
     # before cutting anything: out may not be records
     done = _done(spec, out)
-    if any(configuration_id(config) not in done for config in configurations(spec)):
+    settings = baseline_settings(spec.baselines, spec.random_budget, spec.seed)
+    # a record of other settings: refused now, not after waiting for another sweep
+    if _to_run(spec, done, settings)[0]:
         try:
             require_dask("sweeps need Dask")   # before the records' file or its folders are made
         except SolverUnavailableError:
@@ -602,8 +644,6 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
                                          "'placement[sweep,plot]'") from None
     if plots_missing is not None:
         raise plots_missing
-    settings = baseline_settings(spec.baselines, spec.random_budget, spec.seed)
-    _to_run(spec, done, settings)   # a record of other settings: refused now, not after waiting for another sweep
     try:   # fail before hours of work when the records or the plots cannot be written
         out.parent.mkdir(parents=True, exist_ok=True)
         held = open(out, "a", encoding="utf-8")   # kept open to the end: the lock is on it
@@ -687,8 +727,7 @@ def _run_task(item: dict[str, Any], task: Callable[[dict[str, Any]], dict[str, A
     except PlacementError as exc:
         body = {"config": item["config"], "status": "error", "error": str(exc),
                 "runtime_s": time.perf_counter() - start}
-    return {"id": item["id"], **body,
-            "settings": baseline_settings(item["baselines"], item["random_budget"], item["seed"])}
+    return {"id": item["id"], **body, "settings": record_settings(item)}
 
 
 def _known_model(model: str) -> bool:
@@ -730,7 +769,8 @@ def sweep_model(model: str) -> Any:
 
 def run_configuration(item: dict[str, Any]) -> dict[str, Any]:
     """The record of one configuration: the exact co-design, then each baseline of ``item["baselines"]``
-    on the same model, grid and budgets (see the module docstring for the fields). A baseline that
+    on the same model, grid and budgets (see the module docstring for the fields), every DP at
+    ``item["max_ideals"]`` (the default where the item has none). A baseline that
     cannot run (the TPU-like design over the budget) has ``error`` instead of a throughput.
     ``item["workload"]`` and ``item["grid"]``, where given (as :func:`run_sweep` gives them, read where
     the sweep started), are the model and the grid; without them, the configuration's are read here."""
@@ -742,9 +782,10 @@ def run_configuration(item: dict[str, Any]) -> dict[str, Any]:
     config = item["config"]
     workload = item["workload"] if "workload" in item else load_workload(sweep_model(config["model"]))
     grid = item["grid"] if "grid" in item else load_grid(config["grid"])
-    common = {"grid": grid, "objective": config["objective"]}
+    max_ideals = item.get("max_ideals", DEFAULT_MAX_IDEALS)
+    common = {"grid": grid, "objective": config["objective"], "max_ideals": max_ideals}
     exact = solve_exact(workload, grid, config["chips"], config["area_mm2"], config["power_w"],
-                        homogeneous=config["homogeneous"], objective=config["objective"])
+                        homogeneous=config["homogeneous"], objective=config["objective"], max_ideals=max_ideals)
     solved = exact.status == "optimal"
     record: dict[str, Any] = {
         "config": config, "status": exact.status, "value": exact.value if solved else None,
