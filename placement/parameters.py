@@ -130,7 +130,11 @@ def keywords_checked(function: Callable) -> Callable:
     takes that the unknown one is a misspelling of, where there is one (``time_limt``: ``time_limit``): one alike
     it as a misspelt field is (:data:`placement.misspelling.NEAR_MISS`), not private (``_index``) and not given
     already, by position or by keyword. A class (a dataclass, whose fields are its keywords) is given back with its
-    ``__init__`` so checked, named as Python names it (``SweepSpec.__init__()``)."""
+    ``__init__`` so checked, named as Python names it (``SweepSpec.__init__()``).
+
+    Python's own binding of the arguments refuses the keyword; the check runs only on the :class:`TypeError` it
+    raises, so a call that binds costs one plain call more and nothing else (the readers build
+    :class:`~placement.problem.instance.Node` and ``Edge`` by the hundred thousand)."""
     if isinstance(function, type):
         function.__init__ = keywords_checked(function.__init__)
         return function
@@ -147,15 +151,18 @@ def keywords_checked(function: Callable) -> Callable:
 
     @functools.wraps(function)
     def checked(*args: Any, **kwargs: Any) -> Any:
-        if not known.issuperset(kwargs):
-            import difflib
+        try:
+            return function(*args, **kwargs)
+        except TypeError:
+            if known.issuperset(kwargs):
+                raise
+        import difflib
 
-            unknown = next(name for name in kwargs if name not in known)
-            open_names = [name for name in names if name not in positional[:len(args)] and name not in kwargs
-                          and not name.startswith("_")]
-            near = difflib.get_close_matches(unknown, open_names, n=1, cutoff=NEAR_MISS)
-            raise TypeError(f"{function.__qualname__}() got an unexpected keyword argument {unknown!r}"
-                            + (f"; did you mean {near[0]!r}?" if near else ""))
-        return function(*args, **kwargs)
+        unknown = next(name for name in kwargs if name not in known)
+        open_names = [name for name in names if name not in positional[:len(args)] and name not in kwargs
+                      and not name.startswith("_")]
+        near = difflib.get_close_matches(unknown, open_names, n=1, cutoff=NEAR_MISS)
+        raise TypeError(f"{function.__qualname__}() got an unexpected keyword argument {unknown!r}"
+                        + (f"; did you mean {near[0]!r}?" if near else ""))
 
     return checked
