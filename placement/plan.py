@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement.errors import InvalidPlanError
+from placement.parameters import keywords_checked
 from placement.problem.instance import is_flag
 
 
@@ -29,6 +30,7 @@ def _ids(value: object, what: str) -> tuple[int, ...]:
     return tuple(int(v) for v in ids)
 
 
+@keywords_checked
 @dataclass(frozen=True)
 class DeviceAssignment:
     """One device of type ``type`` holding the nodes ``nodes`` (instance ids).
@@ -74,6 +76,7 @@ def typed_sequence(items: Any, field: str, kind: type) -> tuple:
     return items
 
 
+@keywords_checked
 @dataclass(frozen=True)
 class Plan:
     """Device assignments; for pipeline (``stages``) plans, in pipeline order."""

@@ -192,6 +192,14 @@ def test_unknown_keyword_is_a_type_error():
                                                              "argument 'pays_com'; did you mean 'pays_comm'?"),
     (lambda: placement.Instance((), (), (placement.DeviceType("accelerator", 1),), nmae="chain"),
      "Instance.__init__() got an unexpected keyword argument 'nmae'; did you mean 'name'?"),
+    (lambda: placement.Node(0, "a", (1.0,), memmory=3.0), "Node.__init__() got an unexpected keyword argument "
+                                                          "'memmory'; did you mean 'memory'?"),
+    (lambda: placement.Edge(1, 2, sise=4.0), "Edge.__init__() got an unexpected keyword argument 'sise'; did you mean "
+                                             "'size'?"),
+    (lambda: placement.DeviceAssignment("accelerator", (1, 2), call=((1,), (2,))),
+     "DeviceAssignment.__init__() got an unexpected keyword argument 'call'; did you mean 'calls'?"),
+    (lambda: placement.Plan(device=()), "Plan.__init__() got an unexpected keyword argument 'device'; did you mean "
+                                        "'devices'?"),
     # a private field (the node index) is named to no one
     (lambda: placement.Instance((), (), (placement.DeviceType("accelerator", 1),), index={}),
      "Instance.__init__() got an unexpected keyword argument 'index'"),
@@ -200,12 +208,38 @@ def test_unknown_keyword_is_a_type_error():
      "simulate() got an unexpected keyword argument 'trace'"),
     # the parameter it is alike is given already, by position: naming it only led to a second TypeError
     (lambda: placement.verify(CHAIN4, {"fpgas": []}, plans={}), "verify() got an unexpected keyword argument 'plans'"),
+    (lambda: placement.Node(0, "a", (1.0,), 3.0, memmory=3.0), "Node.__init__() got an unexpected keyword argument "
+                                                               "'memmory'"),
+    # a call that fails for another reason keeps Python's own message
+    (lambda: placement.Node(0, "a", memory=3.0), "Node.__init__() missing 1 required positional argument: 'times'"),
 ])
 def test_a_misspelt_keyword_is_a_type_error_naming_the_keyword_meant(call, message):
     # refused before any work, as Python refuses it, with the keyword it is a misspelling of
     with pytest.raises(TypeError) as caught:
         call()
     assert str(caught.value) == message
+
+
+def test_the_classes_built_in_code_copy_pickle_and_replace_as_dataclasses_do():
+    # their __init__ names a misspelt keyword's meaning; copies and pickles build them without it, replace through it
+    import copy
+    import pickle
+
+    types = (placement.DeviceType("accelerator", 2, memory=100), placement.DeviceType("cpu", 1, pays_comm=False))
+    node = placement.Node(1, "a", (4.0, 40.0), memory=1, out_cost=1.0)
+    pair = placement.Instance((node, placement.Node(2, "b", (3.0, 30.0), memory=1)),
+                              (placement.Edge(1, 2, size=8),), types, name="pair")
+    plan = Plan((DeviceAssignment("accelerator", (1, 2), calls=((1,), (2,))),))
+    for value in (pair, plan, node, pair.edges[0], types[1], plan.devices[0]):
+        assert copy.deepcopy(value) == value
+        assert pickle.loads(pickle.dumps(value)) == value
+    assert pickle.loads(pickle.dumps(pair)).node(2).name == "b"
+    assert dataclasses.replace(node, memory=5.0) == placement.Node(1, "a", (4.0, 40.0), 5.0, out_cost=1.0)
+    assert dataclasses.replace(pair, name="other").edges == (placement.Edge(1, 2, 8.0),)
+    assert dataclasses.replace(plan.devices[0], calls=()).nodes == (1, 2)
+    with pytest.raises(TypeError) as caught:
+        dataclasses.replace(node, memmory=5.0)   # memory is given too, by replace
+    assert str(caught.value) == "Node.__init__() got an unexpected keyword argument 'memmory'"
 
 
 @pytest.mark.parametrize("kwargs, parameter, message", [

@@ -112,6 +112,7 @@ class DeviceType:
         object.__setattr__(self, "pays_comm", _as_flag(self.pays_comm))
 
 
+@keywords_checked
 @dataclass(frozen=True, slots=True)
 class Node:
     """One operator or layer of the graph."""
@@ -142,6 +143,7 @@ class Node:
                 object.__setattr__(self, name, value)
 
 
+@keywords_checked
 @dataclass(frozen=True, slots=True)
 class Edge:
     """A data dependency ``src -> dst``; ``size`` is the tensor size in bytes, if known."""
