@@ -497,3 +497,12 @@ def test_single_run_options_with_sweep_are_refused_not_ignored(folder, extra, na
     err = refused(["codesign", "--sweep", folder / "spec.json", "--out", folder / "never.jsonl", *extra])
     assert err == f"error: {named}: a sweep takes its settings from SPEC\n"
     assert not (folder / "never.jsonl").exists()
+
+
+def test_the_limit_on_ideals_beside_a_sweep_is_refused_naming_its_key_in_spec(folder):
+    # a sweep's DPs take their limit on ideals from SPEC's max_ideals, which the refusal names
+    err = refused(["codesign", "--sweep", folder / "spec.json", "--out", folder / "never.jsonl", "--chips", "2",
+                   "--max-ideals", "50"])
+    assert err == ("error: --chips, --max-ideals: a sweep takes its settings from SPEC (the limit on ideals: its key "
+                   "max_ideals)\n")
+    assert not (folder / "never.jsonl").exists()

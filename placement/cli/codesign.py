@@ -62,8 +62,9 @@ def run(args: argparse.Namespace) -> int:
     if args.sweep is not None:
         ignored = _given(args, ("--chips", "--area", "--power", "--homogeneous", "--grid", "--objective",
                                 "--exhaustive", "--max-combinations", "--baseline", "--max-ideals"))
-        if ignored:
-            raise UsageError(f"{', '.join(ignored)}: a sweep takes its settings from SPEC")
+        if ignored:   # the one setting SPEC names otherwise than the option: its key max_ideals
+            key = " (the limit on ideals: its key max_ideals)" if "--max-ideals" in ignored else ""
+            raise UsageError(f"{', '.join(ignored)}: a sweep takes its settings from SPEC{key}")
         return _sweep(args)
     if _given(args, sweep_only):
         raise UsageError(f"{', '.join(_given(args, sweep_only))}: only with --sweep SPEC")
