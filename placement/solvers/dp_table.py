@@ -606,6 +606,7 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
     above = layers.above if kernel == "dp_range_classes" else None
     if data.may_compile:
         _move_to_compiled(data, run_units(data.comp_t, n_layers, ceiling), progress, kernel)
+    fill_range = getattr(data.kernels, kernel)   # the kernels are those of the whole run from here
     start = time.perf_counter()   # after any compiling: the table's pace (poll) is that of its kernels alone
     last = start
     most = chunk
@@ -615,14 +616,14 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
         hi = min(n, lo + chunk)
         began = time.perf_counter()
         window = int(counters[K.WINDOW])
-        hi = int(getattr(data.kernels, kernel)(lo, hi, data.bits, data.comp_t, data.unsup_t, data.mem, data.mem_lo,
-                                       graph.memcap, graph.memcap_lo, graph.mem_scale, graph.pays, data.cutc,
-                                       data.cut_lo, data.cut_hi, data.cut_buf, data.cut_count, graph.cost,
-                                       data.max_lo, data.max_hi, data.max_buf, data.order, data.pos, layers.prev,
-                                       layer_cap, rest_cap, rest_devices, pmin, pmin_total, full, ceiling,
-                                       stages is not None, size, popcount, data.nested, data.added, data.reach,
-                                       graph.touch_ptr, graph.touch_idx, graph.degree, inside, dp, parent, choice,
-                                       counters, pairs, above))
+        hi = int(fill_range(lo, hi, data.bits, data.comp_t, data.unsup_t, data.mem, data.mem_lo,
+                            graph.memcap, graph.memcap_lo, graph.mem_scale, graph.pays, data.cutc,
+                            data.cut_lo, data.cut_hi, data.cut_buf, data.cut_count, graph.cost,
+                            data.max_lo, data.max_hi, data.max_buf, data.order, data.pos, layers.prev,
+                            layer_cap, rest_cap, rest_devices, pmin, pmin_total, full, ceiling,
+                            stages is not None, size, popcount, data.nested, data.added, data.reach,
+                            graph.touch_ptr, graph.touch_idx, graph.degree, inside, dp, parent, choice,
+                            counters, pairs, above))
         now = time.perf_counter()
         took = max(now - began, 1e-6)
         # the next chunk: as many ideals as take about CHUNK_S at this chunk's pace (later ideals have more
