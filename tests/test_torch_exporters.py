@@ -377,11 +377,67 @@ def test_starts_that_leave_out_the_nodes_own_module_are_refused(tmp_path, capsys
     assert capsys.readouterr().err == f"error: {instance}: {message}\n"
 
 
+def _gpt2_with_starts(changes):
+    """The bundled GPT-2 instance with the ``starts`` of some nodes replaced (node id -> list)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "instances" / "models" / "gpt2-inference.json"
+    data = json.loads(path.read_text())
+    for node_id, starts in changes.items():
+        data["nodes"][node_id]["starts"] = starts
+    return data
+
+
+@pytest.mark.parametrize("starts, made_up", [(["x", "transformer.h.4.ln_1"], "x"),
+                                             (["transformer.h.4", "x", "transformer.h.4.ln_1"], "x"),
+                                             (["transformer.h.4.ln_1", "transformer.h.4.ln_1.x"],
+                                              "transformer.h.4.ln_1.x")])
+def test_a_made_up_module_beside_the_nodes_own_in_starts_is_refused(tmp_path, capsys, starts, made_up):
+    """A module named in ``starts`` is one a node belongs to, one a node's module lies in, or one the import lists
+    in ``about.other_modules``: GPT-2's node 54 with ``starts`` ["x", "transformer.h.4.ln_1"] was split at
+    ``{"x": "BEGINNING"}``, a module the model lacks, exit 0."""
+    import json
+
+    from placement.cli import main
+
+    data = _gpt2_with_starts({54: starts})
+    message = (f"node 54: field 'starts' names {made_up!r}, which is no module of the model: no node belongs to it "
+               "or to a module inside it (field 'module'), and field 'about.other_modules', where the import lists "
+               "the modules called under no such name, does not list it")
+    with pytest.raises(InvalidInstanceError, match=f"^{re.escape(message)}$"):
+        layout_from_instance(data)
+    instance, plan_file = tmp_path / "gpt2.json", tmp_path / "plan.json"
+    instance.write_text(json.dumps(data))
+    forward = [node["id"] for node in data["nodes"] if not node["isBackwardNode"]]
+    plan_file.write_text(json.dumps({"fpgas": [{"nodes": forward[:54]}, {"nodes": forward[54:]}], "cpus": []}))
+    assert main(["split", str(instance), str(plan_file)]) == 2
+    assert capsys.readouterr().err == f"error: {instance}: {message}\n"
+
+
+def test_a_module_called_once_is_begun_at_one_node_after_the_nodes_in_its_call():
+    """A module of the model named where its call does not begin is refused: GPT-2's node 54 listing
+    transformer.h.5, which node 66 begins, was split at ``{"transformer.h.5": "BEGINNING"}``, twelve nodes later
+    than the plan's stage; and naming transformer.h.3.mlp.act, to which node 50 belongs, at node 54."""
+    moved = _gpt2_with_starts({54: ["transformer.h.5", "transformer.h.4.ln_1"]})
+    message = ("node 66: field 'starts' names 'transformer.h.5', a module called once, whose call node 54 begins "
+               "already (a module called more than once is named in field 'repeats')")
+    with pytest.raises(InvalidInstanceError, match=f"^{re.escape(message)}$"):
+        layout_from_instance(moved)
+    late = _gpt2_with_starts({50: [], 54: ["transformer.h.3.mlp.act", "transformer.h.4.ln_1"]})
+    message = ("node 54: field 'starts' names 'transformer.h.3.mlp.act', a module called once, whose call node 50, "
+               "which belongs to it, is in before this node begins it")
+    with pytest.raises(InvalidInstanceError, match=f"^{re.escape(message)}$"):
+        layout_from_instance(late)
+
+
 def test_starts_without_the_nodes_module_are_read_where_its_call_repeats():
     """A node whose module is called more than once (a shared layer) begins that module's call without listing
-    it in ``starts``: the module is in ``repeats``, and ``starts`` holds the modules called once that enclose it."""
+    it in ``starts``: the module is in ``repeats``, and ``starts`` holds the modules called once that enclose it
+    (here by no name of a node's module: the import lists them in ``about.other_modules``)."""
     data = {"nodes": [{"id": 0, "name": "head", "isBackwardNode": False, "module": "head",
-                       "starts": ["blocks", "blocks.0"], "repeats": ["head"], "ops": ["op0"]}]}
+                       "starts": ["blocks", "blocks.0"], "repeats": ["head"], "ops": ["op0"]}],
+            "about": {"other_modules": ["blocks", "blocks.0"]}}
     assert layout_from_instance(data).nodes[0].starts == ("blocks", "blocks.0")
 
 
@@ -415,6 +471,35 @@ def imported_layout(factory, granularity="module", module_depth=None):
     imported = import_torch(model, args, platform=make_platform("h100", "epyc-7763", 4, 0), granularity=granularity,
                             module_depth=module_depth)
     return layout_from_instance(imported.instance)
+
+
+@needs_torch
+def test_a_module_whose_forward_only_calls_a_module_passed_to_it_is_recorded_and_split_at():
+    """A module whose call no node's module names (its forward only calls a layer it is given) is listed in
+    ``about.other_modules``, so that ``starts`` naming it reads as the model's and a stage begins there."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from placement.costmodel.roofline import make_platform
+    from placement.io.torch_export import import_torch
+
+    class Apply(torch.nn.Module):
+        def forward(self, x, layer):
+            return layer(x)
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pre, self.apply_ = torch.nn.Linear(4, 4), Apply()
+            self.inner, self.head = torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.head(torch.relu(self.apply_(self.pre(x), self.inner)))
+
+    imported = import_torch(Model(), (torch.randn(2, 4),), platform=make_platform("h100", "epyc-7763", 2, 0))
+    assert imported.instance["about"]["other_modules"] == ["apply_"]
+    lay = layout_from_instance(imported.instance)
+    assert [(node.module, node.starts) for node in lay.nodes] == [
+        ("pre", ("pre",)), ("inner", ("apply_", "inner")), ("", ()), ("head", ("head",))]
+    assert split_points(lay, plan([0], [1, 2, 3])) == ["apply_"]
 
 
 @needs_torch

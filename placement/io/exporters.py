@@ -154,6 +154,8 @@ def layout_from_instance(data: Any) -> Layout:
                                   tuple(raw.get("starts", ())), tuple(raw["ops"]), tuple(raw.get("inputs", ())),
                                   tuple(raw.get("repeats", ())), tuple(raw.get("inner", ()))))
     forward.sort(key=lambda n: n.id)
+    about = data.get("about")
+    _check_module_names(forward, about if isinstance(about, dict) else {})
     ids = {node.id for node in forward}
     for backward_id, forward_id in mates.items():
         if forward_id not in ids:
@@ -161,7 +163,6 @@ def layout_from_instance(data: Any) -> Layout:
                                        "forward node of the instance")
     edges = tuple((e["sourceId"], e["destId"]) for e in data.get("edges", ())
                   if isinstance(e, dict) and e.get("sourceId") in ids and e.get("destId") in ids)
-    about = data.get("about")
     inputs = about.get("inputs") if isinstance(about, dict) else None
     if inputs is not None and (not isinstance(inputs, list) or not all(isinstance(v, str) for v in inputs)):
         raise InvalidInstanceError("field 'about.inputs' must be an array of strings")
@@ -239,6 +240,43 @@ def _check_starts(raw: dict, node_id: int) -> None:
                                    f"{raw['module']!r} (field 'module'): modules' calls that begin at a node begin "
                                    "with its module's, which 'starts' lists where it is called once ('repeats' "
                                    "where more often)")
+
+
+def _check_module_names(nodes: Sequence[LayoutNode], about: dict) -> None:
+    """The modules a node's ``starts``, ``inner`` and ``repeats`` name are modules of the model, and each module
+    called once begins its call at one place. The import names a module there where its call begins, so the module
+    is one a node belongs to (field ``module``), one a node's module lies in by name (``h.4`` for ``h.4.ln_1``), one
+    ``about.other_modules`` lists (called, but by no such name: a module whose forward only calls a module passed
+    to it, one below the level the paths are cut to), or, in an instance that records no ``other_modules`` and no
+    ``about.module_depth`` of null (paths not cut), one inside the node's own module. A module called once begins at
+    one node, after every node that belongs to it. An entry the import did not write, which a split would name as a
+    module to split at, is refused otherwise."""
+    other = about.get("other_modules")
+    if other is not None and (not isinstance(other, list) or not all(isinstance(v, str) for v in other)):
+        raise InvalidInstanceError("field 'about.other_modules' must be an array of strings")
+    known = {fqn for node in nodes for fqn in (*_enclosing(node.module), node.module)} | set(other or ())
+    cut = other is None and about.get("module_depth", 0) is not None   # may list modules inside a node's
+    first_node = {node.module: node.id for node in reversed(nodes)}   # the first node of each module
+    begun: dict[str, int] = {}
+    for node in nodes:
+        for field in ("starts", "inner", "repeats"):
+            for fqn in getattr(node, field):
+                if fqn not in known and not (cut and fqn.startswith(node.module + ".")):
+                    raise InvalidInstanceError(
+                        f"node {node.id}: field {field!r} names {fqn!r}, which is no module of the model: no node "
+                        "belongs to it or to a module inside it (field 'module'), and field 'about.other_modules', "
+                        "where the import lists the modules called under no such name, does not list it")
+                if field == "repeats":
+                    continue
+                if fqn in begun:
+                    raise InvalidInstanceError(
+                        f"node {node.id}: field {field!r} names {fqn!r}, a module called once, whose call node "
+                        f"{begun[fqn]} begins already (a module called more than once is named in field 'repeats')")
+                if first_node.get(fqn, node.id) < node.id:
+                    raise InvalidInstanceError(
+                        f"node {node.id}: field {field!r} names {fqn!r}, a module called once, whose call node "
+                        f"{first_node[fqn]}, which belongs to it, is in before this node begins it")
+                begun[fqn] = node.id
 
 
 def read_layout(path: str | Path | dict, source: str | None = None) -> Layout:

@@ -740,6 +740,16 @@ def parameter_readers(pg: PlacementGraph, chosen: Callable[[Param], bool],
     return {name: tuple(nodes) for name, nodes in sorted(readers.items()) if len(nodes) >= 2}
 
 
+def other_modules(pg: PlacementGraph) -> list[str]:
+    """The modules the program calls (in the order of its operators) that no node belongs to, nor a node's module
+    lies in by name (``h.4`` for ``h.4.ln_1``): a module whose forward only calls a module it was passed, or one
+    below the level a module path is cut to. An instance records them, so that a module name a node lists where
+    its call begins (``starts``) is one of the model's (:func:`placement.io.exporters.layout_from_instance`)."""
+    named = {".".join(parts[:k]) for node in pg.nodes for parts in [node.module.split(".") if node.module else []]
+             for k in range(1, len(parts) + 1)}
+    return list(dict.fromkeys(fqn for op in pg.graph.ops for fqn in op.module_path if fqn not in named))
+
+
 def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, operators: bool = False,
                 parameter_names: Mapping[str, str] | None = None) -> dict:
     """The placement graph as a Tarnawski instance (times in ms, sizes in bytes), with metadata.
@@ -755,7 +765,8 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
     and, for training,
     the trained parameters several nodes read (``shared_parameters``, :func:`shared_parameters`) and the
     floating-point values that several nodes read, one of them with no gradient (``gradient_free_reads``,
-    :func:`gradient_free_reads`).
+    :func:`gradient_free_reads`), and the modules called that no node's name attests (``other_modules``,
+    :func:`other_modules`, where there are any).
     A node also records ``repeats`` (:attr:`GraphNode.repeats`) where it has any: the modules called more
     than once whose call it begins (a second call of a module is no place a ``split_spec`` can name; an ONNX
     file's module scopes are names, and a scope such as ``shared_1`` may be a module's second call), and
@@ -830,6 +841,7 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
     free = gradient_free_reads(pg) if training else []
     returned = set(pg.graph.outputs)
     scalar = set(pg.graph.scalar_outputs)
+    other = other_modules(pg)
     return {
         "about": {
             "model": pg.graph.name,
@@ -854,6 +866,7 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
                if scalar else {}),
             **({"shared_parameters": shared} if shared else {}),
             **({"gradient_free_reads": [list(r) for r in free]} if free else {}),
+            **({"other_modules": other} if other else {}),
             "units": {"time": "ms", "size": "bytes"},
             "time_quantum_ms": quantum,
         },
