@@ -318,6 +318,51 @@ def test_export_failures_and_bad_arguments_are_one_line_errors():
         group_ops(import_module(*mlp()), "operator", module_depth=1)
 
 
+class _Masked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(4, 4)
+
+    def forward(self, x, mask, *, scale):
+        return self.layer(x) * mask * scale
+
+
+@pytest.mark.parametrize("args, kwargs, parameter, message", [
+    ((), None, "args", "args gives Linear.forward no value for its required parameter 'input', nor does kwargs"),
+    (("x",), {"input": "x"}, "kwargs", "kwargs holds 'input', which args gives Linear.forward already (positional "
+                                       "input 0)"),
+])
+def test_inputs_that_forward_cannot_bind_are_refused_about_args_or_kwargs(args, kwargs, parameter, message):
+    """An input given twice, or a required one given not at all, was blamed on the model ('model Linear cannot be
+    exported: torch.export raised TypeError: multiple values for argument 'input''); import_torch and
+    plan_pipeline name the example input at fault, before the export."""
+    from placement.torch import plan_pipeline
+
+    x = torch.randn(3, 4)
+    args = tuple(x for _ in args)
+    kwargs = None if kwargs is None else {key: x for key in kwargs}
+    with pytest.raises(InvalidParameterError) as imported:
+        import_torch(nn.Linear(4, 4), args, kwargs, platform=make_platform("h100", "epyc-7763", 2, 0))
+    with pytest.raises(InvalidParameterError) as planned:
+        plan_pipeline(nn.Linear(4, 4), args, kwargs, devices="h100:2")
+    for err in (imported, planned):
+        assert (err.value.parameter, str(err.value)) == (parameter, message)
+
+
+def test_required_inputs_of_forward_are_named_where_they_are_missing():
+    x = torch.randn(3, 4)
+    platform = make_platform("h100", "epyc-7763", 2, 0)
+    with pytest.raises(InvalidParameterError) as err:
+        import_torch(_Masked(), (x,), platform=platform)
+    assert (err.value.parameter, str(err.value)) == (
+        "args", "args gives _Masked.forward no value for its required parameters 'mask', 'scale', nor does kwargs")
+    with pytest.raises(InvalidParameterError) as err:
+        import_torch(_Masked(), (x, x), platform=platform)
+    assert (err.value.parameter, str(err.value)) == (
+        "kwargs", "kwargs gives _Masked.forward no value for its required keyword parameter 'scale'")
+    assert len(import_torch(_Masked(), (x,), {"mask": x, "scale": 2.0}, platform=platform).problem.nodes) == 2
+
+
 def test_a_positional_input_that_is_no_tensor_is_refused_as_plan_pipeline_refuses_it():
     """A number given positionally was imported, and its plans split for torch's pipeline(), whose stages take
     tensors as positional inputs and refuse it at the first step; plan_pipeline refused it. Both refuse it alike,

@@ -296,9 +296,10 @@ def check_tensor_args(args: Sequence[Any]) -> None:
 
 def check_forward_takes(model: Any, args: Sequence[Any], kwargs: dict | None) -> None:
     """Refuse example inputs that ``model``'s forward cannot be called with, about ``kwargs`` (a key that is no
-    string, a keyword forward has no parameter for) or ``args`` (more positional inputs than forward takes), before
-    the export blames the model for them. A model with forward pre-hooks (which may change its inputs) or a
-    forward whose signature cannot be read is left to the export."""
+    string, a keyword forward has no parameter for, one that ``args`` gives already) or ``args`` (more positional
+    inputs than forward takes, none for a parameter forward requires; ``kwargs`` where that parameter is
+    keyword-only), before the export blames the model for them. A model with forward pre-hooks (which may change
+    its inputs) or a forward whose signature cannot be read is left to the export."""
     import inspect
 
     for key in kwargs or {}:
@@ -324,6 +325,19 @@ def check_forward_takes(model: Any, args: Sequence[Any], kwargs: dict | None) ->
     if len(args) > len(positional) and inspect.Parameter.VAR_POSITIONAL not in kinds:
         raise InvalidParameterError("args", f"holds {len(args)} positional inputs, but {owner} takes at most "
                                             f"{len(positional)}")
+    given = [p.name for p in positional[:len(args)]]
+    twice = [key for key in kwargs or {} if key in given]
+    if twice:
+        places = ", ".join(str(given.index(key)) for key in twice)
+        raise InvalidParameterError("kwargs", f"holds {', '.join(map(repr, twice))}, which args gives {owner} "
+                                              f"already (positional input {places})")
+    missing = [p for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.default is p.empty
+               and p.name not in given and (p.kind is p.POSITIONAL_ONLY or p.name not in (kwargs or {}))]
+    if missing:
+        names = f"parameter{'s' * (len(missing) > 1)} {', '.join(repr(p.name) for p in missing)}"
+        if all(p.kind is p.KEYWORD_ONLY for p in missing):
+            raise InvalidParameterError("kwargs", f"gives {owner} no value for its required keyword {names}")
+        raise InvalidParameterError("args", f"gives {owner} no value for its required {names}, nor does kwargs")
 
 
 def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None, dynamic_shapes: Any = None) -> Any:
