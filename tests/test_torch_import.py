@@ -363,6 +363,23 @@ def test_required_inputs_of_forward_are_named_where_they_are_missing():
     assert len(import_torch(_Masked(), (x,), {"mask": x, "scale": 2.0}, platform=platform).problem.nodes) == 2
 
 
+def test_a_model_whose_forward_computes_nothing_is_refused_about_the_model():
+    """A forward that returns its input as given has no operator to place: import_torch and plan_pipeline raised
+    InvalidInstanceError ('the model 'Identity' has no operators to place'), naming no parameter, where the model,
+    not an instance, is at fault."""
+    from placement.torch import plan_pipeline
+
+    x = torch.randn(3, 4)
+    with pytest.raises(InvalidParameterError) as imported:
+        import_torch(nn.Identity(), (x,), platform=make_platform("h100", "epyc-7763", 2, 0))
+    with pytest.raises(InvalidParameterError) as planned:
+        plan_pipeline(nn.Identity(), (x,), devices="h100:2")
+    for err in (imported, planned):
+        assert (err.value.parameter, str(err.value)) == (
+            "model", "model Identity has no operators to place: its exported forward runs none (it returns its "
+                     "inputs as given, or constants)")
+
+
 def test_a_positional_input_that_is_no_tensor_is_refused_as_plan_pipeline_refuses_it():
     """A number given positionally was imported, and its plans split for torch's pipeline(), whose stages take
     tensors as positional inputs and refuse it at the first step; plan_pipeline refused it. Both refuse it alike,

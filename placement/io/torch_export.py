@@ -1528,6 +1528,9 @@ def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *,
     if hooked is not None:
         warnings.warn(hooked, ImportedForwardHookWarning, stacklevel=2)
     graph = replace(graph_from_program(program, label, dtype), aliases=module_aliases(model))
+    if not graph.ops:   # the model is at fault, not an instance
+        raise InvalidParameterError("model", f"{type(model).__name__} has no operators to place: its exported forward "
+                                             "runs none (it returns its inputs as given, or constants)")
     first = canonical_names(model)   # a tied tensor by its first name, as the stages and the ONNX import name it
     names = {target: first.get(id(tensor), target) for target, tensor in program.state_dict.items()}
     imported = build(group_ops(graph, granularity, module_depth), platform, training, source=program,
