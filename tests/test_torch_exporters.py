@@ -415,6 +415,16 @@ def test_a_made_up_module_beside_the_nodes_own_in_starts_is_refused(tmp_path, ca
     assert capsys.readouterr().err == f"error: {instance}: {message}\n"
 
 
+def test_the_model_itself_is_no_module_a_call_begins():
+    """A node of the operators outside every module (module '') that lists '' in ``starts`` was split at
+    ``{"": "BEGINNING"}``, the model itself, which no split_spec can name."""
+    message = ("node 1: field 'starts' names '', which is no module of the model: no node belongs to it or to a "
+               "module inside it (field 'module'), and field 'about.other_modules', where the import lists the "
+               "modules called under no such name, does not list it")
+    with pytest.raises(InvalidInstanceError, match=f"^{re.escape(message)}$"):
+        layout([("a", "a", ("a",)), ("(model)", "", ("",))], edges=[(0, 1)])
+
+
 def test_a_module_called_once_is_begun_at_one_node_after_the_nodes_in_its_call():
     """A module of the model named where its call does not begin is refused: GPT-2's node 54 listing
     transformer.h.5, which node 66 begins, was split at ``{"transformer.h.5": "BEGINNING"}``, twelve nodes later

@@ -254,7 +254,8 @@ def _check_module_names(nodes: Sequence[LayoutNode], about: dict) -> None:
     other = about.get("other_modules")
     if other is not None and (not isinstance(other, list) or not all(isinstance(v, str) for v in other)):
         raise InvalidInstanceError("field 'about.other_modules' must be an array of strings")
-    known = {fqn for node in nodes for fqn in (*_enclosing(node.module), node.module)} | set(other or ())
+    known = {fqn for node in nodes if node.module for fqn in (*_enclosing(node.module), node.module)}
+    known |= set(other or ())   # never '', the model itself, whose operators outside every module no call begins
     cut = other is None and about.get("module_depth", 0) is not None   # may list modules inside a node's
     first_node = {node.module: node.id for node in reversed(nodes)}   # the first node of each module
     begun: dict[str, int] = {}
