@@ -175,6 +175,8 @@ def _sites() -> list[tuple[str, Any, tuple, list]]:
     add("split", INSTANCE, ("nodes", 0, "module"), [None, 1, [], {}])
     add("split", INSTANCE, ("nodes", 0, "ops"), [None, "linear", 1, [1], {}])
     add("split", INSTANCE, ("nodes", 0, "starts"), ["m1", 1, [None], {}, ["x"]])   # ["x"]: without its module m1
+    # beside its own module m1, one the model lacks, and one node 2 begins
+    add("split", INSTANCE, ("nodes", 0, "starts"), [["m1", "x"], ["m1", "m2"]])
     add("split", changed(INSTANCE, ("nodes", 2, "isBackwardNode"), 1), ("nodes", 2, "forward"), [None, "2", [2], 1.5])
     for key in ("sourceId", "destId"):
         add("instance", INSTANCE, ("edges", 0, key), BAD_IDS + [None, 99])
