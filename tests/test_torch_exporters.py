@@ -415,6 +415,13 @@ def test_a_made_up_module_beside_the_nodes_own_in_starts_is_refused(tmp_path, ca
     assert capsys.readouterr().err == f"error: {instance}: {message}\n"
 
 
+@pytest.mark.parametrize("value", ["blocks", ["blocks", 1], {"blocks": 1}])
+def test_other_modules_that_are_no_array_of_strings_are_refused(value):
+    node = {"id": 0, "name": "a", "isBackwardNode": False, "module": "a", "starts": ["a"], "ops": ["op0"]}
+    with pytest.raises(InvalidInstanceError, match="^field 'about.other_modules' must be an array of strings$"):
+        layout_from_instance({"nodes": [node], "about": {"other_modules": value}})
+
+
 def test_the_model_itself_is_no_module_a_call_begins():
     """A node of the operators outside every module (module '') that lists '' in ``starts`` was split at
     ``{"": "BEGINNING"}``, the model itself, which no split_spec can name."""
