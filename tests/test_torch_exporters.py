@@ -393,18 +393,25 @@ def _gpt2_with_starts(changes):
                                              (["transformer.h.4", "x", "transformer.h.4.ln_1"], "x"),
                                              (["transformer.h.4.ln_1", "transformer.h.4.ln_1.x"],
                                               "transformer.h.4.ln_1.x")])
-def test_a_made_up_module_beside_the_nodes_own_in_starts_is_refused(tmp_path, capsys, starts, made_up):
+@pytest.mark.parametrize("listed", [False, True])
+def test_a_made_up_module_beside_the_nodes_own_in_starts_is_refused(tmp_path, capsys, starts, made_up, listed):
     """A module named in ``starts`` is one a node belongs to, one a node's module lies in, or one the import lists
     in ``about.other_modules``: GPT-2's node 54 with ``starts`` ["x", "transformer.h.4.ln_1"] was split at
-    ``{"x": "BEGINNING"}``, a module the model lacks, exit 0."""
+    ``{"x": "BEGINNING"}``, a module the model lacks, exit 0. An instance without that field (the bundled one,
+    whose modules all have nodes, or one imported before the field was written) is asked to be imported again."""
     import json
 
     from placement.cli import main
 
     data = _gpt2_with_starts({54: starts})
+    if listed:
+        data["about"]["other_modules"] = []
     message = (f"node 54: field 'starts' names {made_up!r}, which is no module of the model: no node belongs to it "
-               "or to a module inside it (field 'module'), and field 'about.other_modules', where the import lists "
-               "the modules called under no such name, does not list it")
+               "or to a module inside it (field 'module'), and " + (
+                   "field 'about.other_modules', where the import lists the modules called under no such name, "
+                   "does not list it" if listed else
+                   "the instance has no field 'about.other_modules', where an import lists the modules called under "
+                   "no such name (import the model again if it calls such a module)"))
     with pytest.raises(InvalidInstanceError, match=f"^{re.escape(message)}$"):
         layout_from_instance(data)
     instance, plan_file = tmp_path / "gpt2.json", tmp_path / "plan.json"
@@ -426,8 +433,9 @@ def test_the_model_itself_is_no_module_a_call_begins():
     """A node of the operators outside every module (module '') that lists '' in ``starts`` was split at
     ``{"": "BEGINNING"}``, the model itself, which no split_spec can name."""
     message = ("node 1: field 'starts' names '', which is no module of the model: no node belongs to it or to a "
-               "module inside it (field 'module'), and field 'about.other_modules', where the import lists the "
-               "modules called under no such name, does not list it")
+               "module inside it (field 'module'), and the instance has no field 'about.other_modules', where an "
+               "import lists the modules called under no such name (import the model again if it calls such a "
+               "module)")
     with pytest.raises(InvalidInstanceError, match=f"^{re.escape(message)}$"):
         layout([("a", "a", ("a",)), ("(model)", "", ("",))], edges=[(0, 1)])
 

@@ -265,8 +265,11 @@ def _check_module_names(nodes: Sequence[LayoutNode], about: dict) -> None:
                 if fqn not in known and not (cut and fqn.startswith(node.module + ".")):
                     raise InvalidInstanceError(
                         f"node {node.id}: field {field!r} names {fqn!r}, which is no module of the model: no node "
-                        "belongs to it or to a module inside it (field 'module'), and field 'about.other_modules', "
-                        "where the import lists the modules called under no such name, does not list it")
+                        "belongs to it or to a module inside it (field 'module'), and " + (
+                            "field 'about.other_modules', where the import lists the modules called under no such "
+                            "name, does not list it" if other is not None else
+                            "the instance has no field 'about.other_modules', where an import lists the modules "
+                            "called under no such name (import the model again if it calls such a module)"))
                 if field == "repeats":
                     continue
                 if fqn in begun:
