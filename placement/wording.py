@@ -3,6 +3,9 @@ recorded numbers as a person gave them."""
 
 from __future__ import annotations
 
+import unicodedata
+from typing import Iterable
+
 
 def counted(count: int, singular: str, plural: str | None = None) -> str:
     """``count`` with its noun phrase (``singular`` for one, else ``plural``, by default the singular's first
@@ -36,3 +39,15 @@ def rounded_duration(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def written_otherwise(name: str, names: Iterable[str], what: str) -> str:
+    """Where ``name``, refused as none of ``names``, is one of them written with other Unicode characters (the same
+    text once both are normalised, NFKC: an accent typed as a combining mark, a full-width letter), the clause that
+    says so, naming the ``what`` it meant and both spellings' code points, which print alike; else ``""``."""
+    same = [known for known in names if known != name
+            and unicodedata.normalize("NFKC", known) == unicodedata.normalize("NFKC", name)]
+    if not same:
+        return ""
+    return (f"; it is the {what} {same[0]!r} written with other Unicode characters ({ascii(name)}, not "
+            f"{ascii(same[0])}): write it as the catalogue does")

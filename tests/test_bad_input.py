@@ -641,6 +641,17 @@ def test_a_time_for_a_type_the_catalogue_lacks_lists_the_types():
     assert str(err.value) == "node 1: 'times' names unknown device type 'fast' (the device types are '5', 'cpu')"
 
 
+def test_a_time_for_a_type_written_in_another_unicode_form_names_the_difference():
+    # "café" typed with a combining accent (as macOS and some editors write it) was refused as an unknown type
+    # beside a catalogue listing "café": two names that print alike, and nothing said how they differ
+    catalogue = [{"name": "caf\u00e9", "count": 1, "paysComm": True}]
+    with pytest.raises(InvalidInstanceError) as err:
+        load({"deviceTypes": catalogue, "nodes": [{"id": 1, "times": {"cafe\u0301": 1}}], "edges": []})
+    assert str(err.value) == ("node 1: 'times' names unknown device type 'cafe\u0301' (the device types are "
+                              "'caf\u00e9'); it is the device type 'caf\u00e9' written with other Unicode characters "
+                              "('cafe\\u0301', not 'caf\\xe9'): write it as the catalogue does")
+
+
 def test_a_misspelt_device_type_field_is_refused():
     # 'memroy' was ignored: the type had no memory bound, and a 100-byte node fitted a 10-byte device
     catalogue = [{"name": "gpu", "count": 1, "memroy": 10, "paysComm": True}]

@@ -163,6 +163,18 @@ def test_unknown_device_type(small):
     assert ev.violations == ("device 1: unknown device type 'gpu'",)
 
 
+def test_a_device_type_written_in_another_unicode_form_is_named_with_the_difference():
+    # a plan naming "café" with a combining accent, against a catalogue's "café", was told only that its type
+    # 'café' is unknown: the two names print alike
+    from placement.problem.instance import DeviceType
+
+    cafe = Instance((Node(1, "a", (1.0,)),), (), (DeviceType("caf\u00e9", 1),))
+    ev = evaluate(cafe, plan(("cafe\u0301", [1])))
+    assert ev.violations == ("device 0: unknown device type 'cafe\u0301'; it is the device type 'caf\u00e9' written "
+                             "with other Unicode characters ('cafe\\u0301', not 'caf\\xe9'): write it as the "
+                             "catalogue does",)
+
+
 def test_unsupported_node(small):
     ev = evaluate(small, plan((C, [1, 2, 3]), (A, [4])))
     assert ev.violations == ("device 1 (accelerator): node 4 is not supported on accelerator",

@@ -32,6 +32,7 @@ from placement.jsonfile import ROUNDED_INTEGER, json_type_name, json_value_text,
 from placement.misspelling import misspelling_message, misspelt_field
 from placement.problem.instance import (DeviceType, Edge, Node, Instance, format_number, make_two_type_problem,
                                         plain_numbers)
+from placement.wording import written_otherwise
 
 #: what a number or an integer field takes: Python's, checked first (the abstract classes are slower
 #: to test, and a large file has millions of fields), and numpy's (numpy registers its scalar types)
@@ -397,7 +398,8 @@ def _node_times(n: dict, where: str, catalogue: tuple[DeviceType, ...], key: str
     unknown = sorted(set(raw) - set(names))
     if unknown:
         raise InvalidInstanceError(f"{where}: {key!r} names unknown device type {unknown[0]!r} (the device types "
-                                   f"are {', '.join(map(repr, names))})")
+                                   f"are {', '.join(map(repr, names))})"
+                                   + written_otherwise(unknown[0], names, "device type"))
     missing = [name for name in names if name not in raw]
     if missing:
         raise InvalidInstanceError(f"{where}: {key!r} gives no time for device type {missing[0]!r} (null if unsupported)")

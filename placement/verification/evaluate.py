@@ -41,6 +41,7 @@ from placement.problem.instance import Instance
 from placement.problem.memory_fit import fits, written_sum_text
 from placement.plan import Plan
 from placement.verification.contiguity import pipeline_order, sets_violations, stages_violations
+from placement.wording import written_otherwise
 
 CONTIGUITY_CLASSES = ("none", "sets", "stages")
 
@@ -143,7 +144,8 @@ def _placements(problem: Instance, plan: Plan, infer_from_colours: bool
     where: dict[int, list[int]] = {n.id: [] for n in problem.nodes}
     for d, dev in enumerate(plan.devices):
         if dev.type not in type_names:
-            violations.append(f"device {d}: unknown device type {dev.type!r}")
+            violations.append(f"device {d}: unknown device type {dev.type!r}"
+                              + written_otherwise(dev.type, (t.name for t in problem.device_types), "device type"))
         held: list[int] = []
         seen: set[int] = set()
         for v in dev.nodes:
