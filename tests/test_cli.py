@@ -441,6 +441,26 @@ def test_verify_names_the_instance_a_plan_was_made_for(tmp_path, capsys):
     assert (document["plan_made_for"], document["claim_refuted"]) == ("diamond-cpu", None)
 
 
+def test_a_plan_named_for_its_instance_in_another_unicode_form_is_no_plan_of_another_instance(tmp_path, capsys):
+    """A plan solved from "café.json" as macOS names it (a combining accent) and checked against "café.json" as
+    typed elsewhere (one precomposed letter) was noted as made for another instance, 'café', not 'café': the
+    two names are the same text (canonically equivalent), and no note is due. A different name still is one."""
+    composed, decomposed = tmp_path / "caf\u00e9.json", tmp_path / "cafe\u0301.json"
+    for path in (composed, decomposed):
+        path.write_text(Path(CHAIN4).read_text())
+    out = tmp_path / "plan.json"
+    assert main(["solve", str(decomposed), "--out", str(out), "--quiet"]) == 0
+    assert json.loads(out.read_text())["instance"] == "cafe\u0301"
+    capsys.readouterr()
+    assert main(["verify", str(composed), str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["plan_made_for"] is None
+    assert placement.verify(placement.load(str(composed)), str(out)).notes == ()
+    other = tmp_path / "cafes.json"
+    other.write_text(Path(CHAIN4).read_text())
+    assert main(["verify", str(other), str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["plan_made_for"] == "cafe\u0301"
+
+
 def test_a_text_report_lists_twenty_violations_and_counts_the_rest():
     from placement.report.text import verdict_lines
 

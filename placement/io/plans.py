@@ -28,6 +28,7 @@ import json
 import math
 import numbers
 import os
+import unicodedata
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -476,8 +477,13 @@ def made_for_another(plan: object, instance_name: str) -> str | None:
 
 def another_name(named: object, instance_name: str) -> str | None:
     """``named``, the instance a record says it was made for, where it is a name and not ``instance_name``;
-    else ``None`` (an unnamed instance names nothing to compare with)."""
-    return named if isinstance(named, str) and named and instance_name and named != instance_name else None
+    else ``None`` (an unnamed instance names nothing to compare with). Names are compared as text (Unicode
+    canonical equivalence, NFC): a file name written with a combining accent, as macOS stores it, names the
+    instance its precomposed spelling names."""
+    if not (isinstance(named, str) and named and instance_name):
+        return None
+    same = unicodedata.normalize("NFC", named) == unicodedata.normalize("NFC", instance_name)
+    return None if same else named
 
 
 def recorded_stages(plan: object) -> int | None:
