@@ -41,6 +41,8 @@ def misspelt_field(objects: Sequence[Any], known: Sequence[str],
 
 
 def misspelling_message(field: str, meant: str) -> str:
-    """What a reader says of ``field``, a misspelling of ``meant``."""
-    return f"unknown field {field!r}; did you mean {meant!r}? (a field this like one the format reads is refused, " \
+    """What a reader says of ``field``, a misspelling of ``meant``; a field with characters beyond ASCII, which may
+    print as ``meant`` does (a Cyrillic ``о`` for an ``o``; the formats' fields are ASCII), with its code points."""
+    shown = f"{field!r}" if str(field).isascii() else f"{field!r} (written {ascii(field)})"
+    return f"unknown field {shown}; did you mean {meant!r}? (a field this like one the format reads is refused, " \
            "not ignored)"

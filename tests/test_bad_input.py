@@ -567,6 +567,19 @@ def test_a_misspelt_node_or_edge_field_is_refused_not_ignored(tmp_path, where, f
                                "like one the format reads is refused, not ignored)")
 
 
+def test_a_misspelling_that_prints_like_the_field_it_means_shows_its_characters(tmp_path):
+    # 'colorClass' typed with a Cyrillic 'о' was told "unknown field 'cоlorClass'; did you mean 'colorClass'?":
+    # two names that print alike, and nothing said how they differ
+    data = instance()
+    data["nodes"][1]["c\u043elorClass"] = data["nodes"][1].pop("colorClass")
+    path = write(tmp_path, data)
+    with pytest.raises(InvalidInstanceError) as info:
+        read_instance(path)
+    assert str(info.value) == (f"{path}: node 2: unknown field 'c\u043elorClass' (written 'c\\u043elorClass'); did "
+                               "you mean 'colorClass'? (a field this like one the format reads is refused, not "
+                               "ignored)")
+
+
 def test_other_node_and_edge_fields_are_ignored(tmp_path):
     """The model importers' records, and a field beside the known one it resembles, change nothing."""
     plain = read_instance(write(tmp_path, instance()))
