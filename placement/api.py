@@ -204,8 +204,6 @@ def _verify_parallel(instance: Any, plan: Any, ledger: bool) -> Any:
 
     from placement.jsonfile import load_json
     from placement.errors import InvalidPlanError
-    from placement.io.plans import another_name
-    from placement.parallel.result import ParallelResult
     from placement.simulation.parallel import read_parallel_plan, recorded_forward_share
     from placement.verification.parallel_check import check_parallel_plan, refuted_claims
 
@@ -214,15 +212,29 @@ def _verify_parallel(instance: Any, plan: Any, ledger: bool) -> Any:
     parallel_plan, devices, plan_memory = read_parallel_plan(plan)
     verified = check_parallel_plan(instance, parallel_plan, devices=devices, memory=plan_memory, ledger=ledger,
                                    forward_share=recorded_forward_share(plan))
-    if isinstance(plan, ParallelResult):
-        record: Any = plan.to_json()
-    else:
-        record = plan if isinstance(plan, Mapping) else {}
-    notes = refuted_claims(record, verified)
-    made_for = another_name(record.get("instance"), instance.name)
+    notes = refuted_claims(_parallel_record(plan), verified)
+    made_for = parallel_plan_made_for(plan, instance.name)
     if made_for is not None:
         notes.insert(0, f"the plan was made for instance {made_for!r}, not {instance.name!r}")
     return replace(verified, notes=tuple(notes))
+
+
+def _parallel_record(plan: Any) -> Mapping[str, Any]:
+    """What a parallel plan records beside its stages: a ``ParallelResult``'s JSON, a plan document itself, or
+    nothing (a bare ``ParallelPlan``)."""
+    from placement.parallel.result import ParallelResult
+
+    if isinstance(plan, ParallelResult):
+        return plan.to_json()
+    return plan if isinstance(plan, Mapping) else {}
+
+
+def parallel_plan_made_for(plan: Any, instance_name: str) -> str | None:
+    """The instance a parallel plan (decoded document or ``ParallelResult``) records it was solved for, where
+    that is a name other than ``instance_name``; else ``None``."""
+    from placement.io.plans import another_name
+
+    return another_name(_parallel_record(plan).get("instance"), instance_name)
 
 
 def _loaded_for_check(instance: Any, plan: Any, accelerators: Any, cpus: Any, memory: Any) -> tuple[Any, Any]:
@@ -306,9 +318,10 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     the plan's), ``microbatches`` (default the instance's ``mbsInBatch``), ``chunks``,
     ``forward_share`` (default the one the plan records its time per batch was timed with, else 1/3),
     ``allreduce`` (default ``ring``) and ``unit_scale`` (default 1); it
-    returns a :class:`placement.simulation.parallel.ParallelSimulation`. Those four options apply to Piper
-    instances only, and ``comm``, ``w_fraction``, ``engine``, the device overrides, ``memory_limit`` and
-    ``keep_tasks`` to the others only: each is ``None`` where not given and takes its
+    returns a :class:`placement.simulation.parallel.ParallelSimulation`, whose ``notes`` begin with one that names
+    the instance the plan records it was made for, where that is another, as :func:`verify` notes it. Those four
+    options apply to Piper instances only, and ``comm``, ``w_fraction``, ``engine``, the device overrides,
+    ``memory_limit`` and ``keep_tasks`` to the others only: each is ``None`` where not given and takes its
     default after the check, so that one given where it does not apply is refused whatever its value, its
     default too (``allreduce="ring"`` on an instance that is not a Piper instance).
     """
@@ -338,11 +351,19 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
         parallel_plan, devices, plan_memory = read_parallel_plan(plan)
         if forward_share is None:
             forward_share = recorded_forward_share(plan)
-        return simulate_parallel(loaded, parallel_plan, schedule=schedule, chunks=chunks, microbatches=microbatches,
-                                 forward_share=FORWARD_SHARE if forward_share is None else forward_share,
-                                 allreduce=RING if allreduce is None else allreduce,
-                                 unit_scale=1.0 if unit_scale is None else unit_scale,
-                                 checked_on=(devices, plan_memory), progress=callback("progress", progress))
+        simulated = simulate_parallel(loaded, parallel_plan, schedule=schedule, chunks=chunks,
+                                      microbatches=microbatches,
+                                      forward_share=FORWARD_SHARE if forward_share is None else forward_share,
+                                      allreduce=RING if allreduce is None else allreduce,
+                                      unit_scale=1.0 if unit_scale is None else unit_scale,
+                                      checked_on=(devices, plan_memory), progress=callback("progress", progress))
+        made_for = parallel_plan_made_for(plan, loaded.name)
+        if made_for is None:
+            return simulated
+        from dataclasses import replace
+
+        made = f"the plan was made for instance {made_for!r}, not {loaded.name!r}"
+        return replace(simulated, notes=(made,) + simulated.notes)
     unused = next((name for name, value in parallel.items() if value is not None), None)
     if unused is not None:
         raise InvalidParameterError(unused, "applies to Piper instances only (data- and tensor-parallel stages)")

@@ -632,10 +632,10 @@ def test_the_library_simulates_a_piper_plan_file_as_the_command_does(tmp_path, c
     instance, plan = write_two_stage(tmp_path)
     run = placement.simulate(instance, plan)
     assert main(["simulate", instance, plan, "--json"]) == 0
-    # the notes the text prints, the library's parameter as the command's option
+    # the notes the text prints, the library's parameter as the command's option; the plan records no instance
     assert json.loads(capsys.readouterr().out) == {**json.loads(json.dumps(run.to_json())), "notes": [
         "all-reduce ring, 2(d-1)/d of the parameters per replica; the planner's figures use Piper's 4(d-1)/d "
-        "(--allreduce piper)"]}
+        "(--allreduce piper)"], "plan_made_for": None}
     assert run.notes == ("all-reduce ring, 2(d-1)/d of the parameters per replica; the planner's figures use "
                          "Piper's 4(d-1)/d (allreduce='piper')",)
     assert placement.simulate(instance, plan, allreduce="piper").notes == ()
@@ -770,3 +770,25 @@ def test_a_plan_over_the_micro_batches_of_its_batch_is_refused_as_verify_refuses
         assert main(["simulate", instance, plan, *given]) == 2
         assert capsys.readouterr().err == f"error: {plan} is not valid for this instance: {rule}\n"
     assert main(["simulate", instance, plan, "--microbatches", "8"]) == 0
+
+
+def test_a_piper_plan_made_for_another_instance_is_noted(tmp_path, capsys):
+    """The two-stage plan, recorded as made for instance 'other', run on 'two': it runs (the nodes are the same),
+    and the note names both instances, as verify's does and as simulate's does for other plan files; in JSON,
+    plan_made_for (null when the names match)."""
+    import placement
+
+    instance, plan = write_two_stage(tmp_path)
+    document = json.loads(Path(plan).read_text())
+    Path(plan).write_text(json.dumps({**document, "instance": "other"}))
+    note = "the plan was made for instance 'other', not 'two'"
+    assert placement.simulate(instance, plan).notes[0] == note
+    assert main(["simulate", instance, plan, "--allreduce", "piper"]) == 0
+    assert capsys.readouterr().out.endswith(f"note: {note}\n")
+    assert main(["simulate", instance, plan, "--allreduce", "piper", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["notes"], doc["plan_made_for"]) == ([note], "other")
+    Path(plan).write_text(json.dumps({**document, "instance": "two"}))
+    assert main(["simulate", instance, plan, "--allreduce", "piper", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["notes"], doc["plan_made_for"]) == ([], None)

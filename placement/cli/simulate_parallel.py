@@ -55,6 +55,7 @@ def plan_document(path: str) -> dict:
 def run_parallel(args: argparse.Namespace, instance, progress: Callable[[str], None] | None = None) -> int:
     """Simulate the plan file on the Piper ``instance`` and print the figures."""
     import placement
+    from placement.api import parallel_plan_made_for
     from placement.errors import InvalidPlanError
     from placement.report.parallel_simulation import format_parallel_simulation
     from placement.simulation.parallel import read_parallel_plan
@@ -86,7 +87,8 @@ def run_parallel(args: argparse.Namespace, instance, progress: Callable[[str], N
     before = [f"checked on the devices the plan file records it was solved for: {', '.join(recorded)}"] * bool(recorded)
     after = [args.rename(note) for note in result.notes]
     if args.json:   # the notes the text prints, in its order
-        print_json({**result.to_json(), "notes": before + after})
+        print_json({**result.to_json(), "notes": before + after,
+                    "plan_made_for": parallel_plan_made_for(document, instance.name)})
         return 0
     for note in before:
         print(f"note: {note}")
