@@ -13,10 +13,11 @@ the parameter), and returns a result object with ``to_json()``:
 from __future__ import annotations
 
 import numbers
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from os import PathLike
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from placement.errors import InvalidParameterError, LimitExceededError
 from placement.io.plans import as_plan
@@ -237,6 +238,20 @@ def parallel_plan_made_for(plan: Any, instance_name: str) -> str | None:
     return another_name(_parallel_record(plan).get("instance"), instance_name)
 
 
+@contextmanager
+def _naming_the_instance(made_for: str | None, instance_name: str, named: str) -> Iterator[None]:
+    """Refusals of the plan (:class:`InvalidParameterError` about ``plan``) raised within, ending with the instance
+    the plan records it was made for where that is another (``made_for``): the likely reason it does not fit,
+    as :func:`split` says it."""
+    try:
+        yield
+    except InvalidParameterError as exc:
+        if made_for is None or exc.parameter != "plan":
+            raise
+        raise InvalidParameterError("plan", f"{exc.detail} (the {named} was made for instance {made_for!r}, not "
+                                            f"{instance_name!r})") from exc
+
+
 def _loaded_for_check(instance: Any, plan: Any, accelerators: Any, cpus: Any, memory: Any) -> tuple[Any, Any]:
     """The instance a check of ``plan`` reads (:func:`placement.loading.loaded_as_overridden`, with the
     overrides :func:`taken_overrides` gives), and the plan, read where that took its file."""
@@ -328,7 +343,8 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     from placement.simulation.program import COMM_MODES, DEFAULT_MEMORY_LIMIT, INLINE
     from placement.simulation.schedules import get_schedule
     from placement.simulation.simulator import ENGINES, simulate as run
-    from placement.io.plans import read_plan_file, recorded_backward, recorded_calls, recorded_objective
+    from placement.io.plans import (PlanFile, made_for_another, read_plan_file, recorded_backward, recorded_calls,
+                                    recorded_objective)
     from placement.simulation.split import is_split_plan, plan_split_record
 
     # given: not None, whatever the value (the default too)
@@ -351,13 +367,14 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
         parallel_plan, devices, plan_memory = read_parallel_plan(plan)
         if forward_share is None:
             forward_share = recorded_forward_share(plan)
-        simulated = simulate_parallel(loaded, parallel_plan, schedule=schedule, chunks=chunks,
-                                      microbatches=microbatches,
-                                      forward_share=FORWARD_SHARE if forward_share is None else forward_share,
-                                      allreduce=RING if allreduce is None else allreduce,
-                                      unit_scale=1.0 if unit_scale is None else unit_scale,
-                                      checked_on=(devices, plan_memory), progress=callback("progress", progress))
         made_for = parallel_plan_made_for(plan, loaded.name)
+        with _naming_the_instance(made_for, loaded.name, "plan"):
+            simulated = simulate_parallel(loaded, parallel_plan, schedule=schedule, chunks=chunks,
+                                          microbatches=microbatches,
+                                          forward_share=FORWARD_SHARE if forward_share is None else forward_share,
+                                          allreduce=RING if allreduce is None else allreduce,
+                                          unit_scale=1.0 if unit_scale is None else unit_scale,
+                                          checked_on=(devices, plan_memory), progress=callback("progress", progress))
         if made_for is None:
             return simulated
         from dataclasses import replace
@@ -389,13 +406,15 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
             otherwise = f"w_share {share!r}", f"w_fraction {w_fraction!r}"
         w_fraction = share if w_fraction is None else w_fraction
     number("w_fraction", w_fraction, largest=1.0, optional=True)   # one message for 2 and for nan
-    result = run(problem, plan, get_schedule(schedule).name,
-                 integer("microbatches", microbatches, smallest=1),
-                 one_of("comm", INLINE if comm is None else comm, COMM_MODES), w_fraction,
-                 one_of("engine", "heap" if engine is None else engine, ENGINES),
-                 number("memory_limit", memory_limit, positive=True, optional=True) or DEFAULT_MEMORY_LIMIT,
-                 flag("keep_tasks", True if keep_tasks is None else keep_tasks), callback("progress", progress),
-                 calls=recorded_calls(given) if objective == "latency" else None, **variant)
+    named = "plan file" if isinstance(given, PlanFile) else "plan"
+    with _naming_the_instance(made_for_another(given, problem.name), problem.name, named):
+        result = run(problem, plan, get_schedule(schedule).name,
+                     integer("microbatches", microbatches, smallest=1),
+                     one_of("comm", INLINE if comm is None else comm, COMM_MODES), w_fraction,
+                     one_of("engine", "heap" if engine is None else engine, ENGINES),
+                     number("memory_limit", memory_limit, positive=True, optional=True) or DEFAULT_MEMORY_LIMIT,
+                     flag("keep_tasks", True if keep_tasks is None else keep_tasks), callback("progress", progress),
+                     calls=recorded_calls(given) if objective == "latency" else None, **variant)
     return _with_record_notes(result, given, plan, problem, objective,
                               result.max_load if objective == "throughput" else None, otherwise)
 

@@ -577,6 +577,26 @@ def test_a_plan_made_for_another_instance_is_noted(tmp_path, capsys):
     assert document["notes"][-1] == "the plan file was made for instance 'chain4', not 'other'"
 
 
+def test_a_refused_plan_made_for_another_instance_says_so(tmp_path, capsys):
+    """chain4's plan (nodes 1-4 on two accelerators) run on training-pair, whose nodes share the ids: the plan
+    splits a colour class there, and the refusal names the instance the plan was made for, as split's does;
+    the library's error too, where the plan is a document ("the plan")."""
+    import placement
+
+    plan = tmp_path / "plan.json"
+    assert main(["solve", str(TINY / "chain4.json"), "--out", str(plan), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["simulate", PAIR, str(plan)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {plan} is not valid for this instance: colour 1 is split over devices 0, 1 (and 1 more; verifying "
+        "the plan lists them all) (the plan file was made for instance 'chain4', not 'training-pair')\n")
+    with pytest.raises(placement.InvalidParameterError) as refused:
+        placement.simulate(PAIR, json.loads(plan.read_text()))
+    assert (refused.value.parameter, refused.value.detail) == (
+        "plan", "is not valid for this instance: colour 1 is split over devices 0, 1 (and 1 more; verifying the "
+                "plan lists them all) (the plan was made for instance 'chain4', not 'training-pair')")
+
+
 def test_a_claimed_value_the_run_refutes_is_noted_as_verify_notes_it(tmp_path, capsys):
     """chain4's optimal plan (max load 7.5) edited to claim 1: verify notes the claim; simulate, which checks the
     plan before running it, printed the verified 7.5 and said nothing of the claim."""

@@ -792,3 +792,14 @@ def test_a_piper_plan_made_for_another_instance_is_noted(tmp_path, capsys):
     assert main(["simulate", instance, plan, "--allreduce", "piper", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert (doc["notes"], doc["plan_made_for"]) == ([], None)
+
+
+def test_a_refused_piper_plan_made_for_another_instance_says_so(tmp_path, capsys):
+    """The two-stage plan without its second node, recorded as made for instance 'other', run on 'two': the
+    refusal ends with the instance the plan was made for, the likely reason it does not fit."""
+    instance, plan = write_two_stage(tmp_path)
+    document = json.loads(Path(plan).read_text())
+    Path(plan).write_text(json.dumps({**document, "instance": "other", "stages": document["stages"][:1]}))
+    assert main(["simulate", instance, plan]) == 2
+    assert capsys.readouterr().err == (f"error: {plan} is not valid for this instance: node 1 is in no stage (the "
+                                       "plan was made for instance 'other', not 'two')\n")
