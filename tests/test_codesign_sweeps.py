@@ -192,7 +192,7 @@ def test_no_design_within_the_budgets(mlp, tiny):
 SPEC = sweep.SweepSpec(models=(MLP,), chips=(1, 2), budgets=((606.68, 300.0), (100.0, 50.0)), grids=(TINY,),
                        homogeneous=(False, True), random_budget=4)
 RECORD_KEYS = {"id", "config", "status", "value", "throughput", "time_per_input_ms", "power_w", "designs", "area_mm2",
-               "tdp_w", "evaluated", "pruned", "runtime_s", "baselines", "settings"}
+               "tdp_w", "evaluated", "pruned", "runtime_s", "baselines", "settings", "inputs"}
 
 
 def _steady(record: dict) -> dict:
@@ -312,6 +312,39 @@ def test_a_sweep_refuses_to_resume_records_made_with_other_baselines_settings(tm
 
 
 @needs_dask
+def test_a_sweep_refuses_to_resume_records_made_from_a_model_or_grid_file_since_edited(tmp_path):
+    """The records of a sweep stand for the model and grid files as they were read: resumed after one of them
+    was edited (a design added to the grid, under the same path), its configurations would keep the records of
+    the old file, whose optima may no longer be the optima; the records carry a digest of each file's bytes, and
+    such a resume is refused. Unchanged files resume; a record without digests (made before records kept them)
+    is taken as it is."""
+    grid, model = tmp_path / "grid.json", tmp_path / "model.json"
+    grid.write_text(Path(TINY).read_text())
+    model.write_text(Path(MLP).read_text())
+    spec = sweep.SweepSpec(models=(str(model),), chips=(1,), budgets=((606.68, 300.0),), grids=(str(grid),),
+                           baselines=())
+    out = tmp_path / "r.jsonl"
+    assert sweep.run_sweep(spec, out, workers=1, processes=False, quiet=True).ran == 1
+    (record,) = sweep.read_records(out)
+    digests = {name: sweep.file_digest(path) for name, path in (("model", model), ("grid", grid))}
+    assert record["inputs"] == digests
+    assert sweep.run_sweep(spec, out, workers=1, processes=False, quiet=True).skipped == 1
+    grid.write_text(json.dumps({**json.loads(Path(TINY).read_text()), "buffer_mb": [8, 32, 64]}))
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.run_sweep(spec, out, workers=1, processes=False, quiet=True)
+    assert str(caught.value) == (f"out holds a record of {model} on 1 chip made from another version of the grid file "
+                                 f"{grid} (it has changed since): resuming would keep that record; write to another "
+                                 "file")
+    grid.write_text(Path(TINY).read_text())
+    model.write_text(Path(MLP).read_text() + "\n")
+    with pytest.raises(InvalidParameterError, match="made from another version of the model file"):
+        sweep.run_sweep(spec, out, workers=1, processes=False, quiet=True)
+    older = tmp_path / "older.jsonl"
+    sweep.append_record(older, {key: value for key, value in record.items() if key != "inputs"})
+    assert sweep.run_sweep(spec, older, workers=1, processes=False, quiet=True).skipped == 1
+
+
+@needs_dask
 def test_a_sweep_on_a_running_cluster(tmp_path):
     from dask.distributed import Client, LocalCluster
 
@@ -398,7 +431,8 @@ def test_a_sweep_sends_its_tasks_the_model_and_grid_read_where_it_started(tmp_pa
         model = item["config"]["model"]
         assert isinstance(workload.value, Workload) if model == MLP else isinstance(workload.value, sweep._Unreadable)
         assert isinstance(grid.value, Grid)
-        assert set(item) == {"id", "config", "baselines", "random_budget", "seed", "max_ideals"}   # no path
+        assert set(item) == {"id", "config", "baselines", "random_budget", "seed", "max_ideals", "inputs"}   # no path
+        assert item["inputs"] == sweep.input_digests(item["config"])   # digests of the files, read here
     assert len({id(w) for _, _, w, _ in submitted}) == 2 and len({id(g) for _, _, _, g in submitted}) == 2
     errors = [r for r in sweep.read_records(tmp_path / "records.jsonl") if r["status"] == "error"]
     assert len(errors) == 4 and all(r["error"].startswith(f"{bad}: ") for r in errors)
@@ -1351,7 +1385,8 @@ def test_a_record_made_before_records_kept_max_ideals_was_made_at_the_default(tm
         assert (summary.ran, summary.errors) == (1, 1)
         assert sweep.read_records(out) == [{"id": ident, "config": config, "status": "error",
                                             "error": "run again at 500",
-                                            "settings": {"baselines": ["fixed"], "max_ideals": 500}}]
+                                            "settings": {"baselines": ["fixed"], "max_ideals": 500},
+                                            "inputs": sweep.input_digests(config)}]
     out = tmp_path / "other.jsonl"
     sweep.append_record(out, {"id": ident, "config": config, "status": "optimal",
                               "settings": {"baselines": ["wham"], "max_ideals": 500}})

@@ -15,8 +15,9 @@ interrupted (a killed process, a lost cluster) is resumed by running it again: r
 matched to configurations by their ``id`` (:func:`configuration_id`, a digest of the
 configuration), the configurations already there are skipped, and a last line cut short by the
 interruption is dropped first. A file whose records of the same configurations were made with other
-baselines settings (:func:`baseline_settings`) is refused: skipped, those records would stand for
-baselines the sweep did not ask for. Every DP of a sweep runs at its ``max_ideals`` (the most ideals it
+baselines settings (:func:`baseline_settings`), or from model or grid files whose bytes have changed since
+(:func:`input_digests`), is refused: skipped, those records would stand for baselines the sweep did not ask
+for, or for the files as they were. Every DP of a sweep runs at its ``max_ideals`` (the most ideals it
 enumerates); a record made at another limit is kept where it holds a result (a proven optimum, or no design
 within the budgets, is the same at every limit under which the DP runs), and run again where it is an
 ``error`` (the limit's refusal, which the error asks to raise): the new record is appended, and the last
@@ -36,7 +37,8 @@ model), ``value`` (the objective: batches per second, or per second per watt), `
 value over the optimum's: at most 1), ``runtime_s``, ``evaluated`` and ``designs`` (labels), or
 ``error`` when it cannot run (the TPU-like design over the budgets); ``settings``, the baselines
 settings the record was made with (:func:`baseline_settings`) and its ``max_ideals`` (a record without it was
-made at the default, 200,000).
+made at the default, 200,000); ``inputs``, the digests of the model and grid files it was made from
+(:func:`input_digests`).
 
 Dask is imported only here and only when a sweep runs (the ``sweep`` extra).
 """
@@ -216,6 +218,31 @@ def configuration_id(config: dict[str, Any]) -> str:
     """A digest of ``config`` (its canonical JSON): the same configuration always has the same id."""
     text = json.dumps(strict_json(config), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """A digest of the bytes of the file at ``path``: the first 16 hex digits of their SHA-256."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def input_digests(config: dict[str, Any]) -> dict[str, str]:
+    """What ``config`` reads besides its settings, by the bytes of its files: ``model`` and ``grid``, the
+    :func:`file_digest` of the model file and of the grid file it names. A generated model and the default grid
+    (``None``), which the package makes, are no file and have none, nor has a file that cannot be read (the
+    sweep refuses it, or records its error, where it reads it)."""
+    digests = {}
+    for name in ("model", "grid"):
+        path = config[name]
+        if isinstance(path, str) and (name == "grid" or _is_file(path)):
+            try:
+                digests[name] = file_digest(path)
+            except OSError:
+                continue
+    return digests
 
 
 def baseline_settings(baselines: Iterable[str], random_budget: int, seed: int) -> dict[str, Any]:
@@ -531,13 +558,16 @@ def _done(spec: SweepSpec, out: Path) -> dict[str, dict[str, Any]]:
     return {record["id"]: record for record in records}
 
 
-def _to_run(spec: SweepSpec, done: dict[str, dict[str, Any]], settings: Any) -> tuple[list[dict[str, Any]], int]:
+def _to_run(spec: SweepSpec, done: dict[str, dict[str, Any]], settings: Any,
+            inputs: dict[str, dict[str, str]]) -> tuple[list[dict[str, Any]], int]:
     """The tasks of ``spec``'s configurations to run, and the number of distinct configurations (a value listed
     twice in the sweep file makes one, run once): those that ``done`` (the records by ``id``) holds no record of,
     and those whose record is an ``error`` made at another ``max_ideals`` than ``spec``'s (the limit may have been
     what refused it; the new record replaces it). A record that is kept, made with other baselines ``settings``
-    (:func:`baseline_settings`), is refused (:class:`InvalidParameterError` about ``out``): resuming would keep
-    it; one made before records kept their settings is taken (as made at the default ``max_ideals``)."""
+    (:func:`baseline_settings`), or from a model or grid file whose bytes have changed since (its ``inputs``
+    against ``inputs``, the :func:`input_digests` by ``id``), is refused (:class:`InvalidParameterError` about
+    ``out``): resuming would keep it; one made before records kept their settings is taken (as made at the
+    default ``max_ideals``), and one made before they kept their inputs is taken as it is."""
     todo = []
     distinct = set()
     for config in configurations(spec):
@@ -547,15 +577,21 @@ def _to_run(spec: SweepSpec, done: dict[str, dict[str, Any]], settings: Any) -> 
         distinct.add(ident)
         record = done.get(ident)
         made, limit = _made_with(record.get("settings")) if record is not None else (None, None)
+        of = f"a record of {config['model']} on {config['chips']} chip{'s' * (config['chips'] != 1)}"
         if record is None or limit not in (None, spec.max_ideals) and record.get("status") == "error":
             todo.append({"id": ident, "config": config, "baselines": list(spec.baselines),
-                         "random_budget": spec.random_budget, "seed": spec.seed, "max_ideals": spec.max_ideals})
+                         "random_budget": spec.random_budget, "seed": spec.seed, "max_ideals": spec.max_ideals,
+                         "inputs": inputs[ident]})
         elif made is not None and (limit is None or made != settings):
-            raise InvalidParameterError("out", f"holds a record of {config['model']} on {config['chips']} "
-                                               f"chip{'s' * (config['chips'] != 1)} made with "
-                                               f"{_settings_text(made)}, and this sweep asks for "
-                                               f"{_settings_text(settings)}: resuming would keep that record; "
+            raise InvalidParameterError("out", f"holds {of} made with {_settings_text(made)}, and this sweep asks "
+                                               f"for {_settings_text(settings)}: resuming would keep that record; "
                                                "write to another file")
+        elif isinstance(record.get("inputs"), dict) and record["inputs"] != inputs[ident]:
+            name = next((name for name in ("model", "grid") if record["inputs"].get(name) != inputs[ident].get(name)
+                         and config[name] is not None), "model")
+            raise InvalidParameterError("out", f"holds {of} made from another version of the {name} file "
+                                               f"{config[name]} (it has changed since): resuming would keep that "
+                                               "record; write to another file")
     return todo, len(distinct)
 
 
@@ -633,8 +669,9 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
     # before cutting anything: out may not be records
     done = _done(spec, out)
     settings = baseline_settings(spec.baselines, spec.random_budget, spec.seed)
-    # a record of other settings: refused now, not after waiting for another sweep
-    if _to_run(spec, done, settings)[0]:
+    inputs = {configuration_id(config): input_digests(config) for config in configurations(spec)}
+    # a record of other settings or inputs: refused now, not after waiting for another sweep
+    if _to_run(spec, done, settings, inputs)[0]:
         try:
             require_dask("sweeps need Dask")   # before the records' file or its folders are made
         except SolverUnavailableError:
@@ -661,7 +698,7 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
                 raise InvalidParameterError("plots", f"names a folder that cannot be written: {plots}: "
                                                      f"{exc.strerror}") from None
         _drop_partial_line(out)
-        todo, total = _to_run(spec, done, settings)
+        todo, total = _to_run(spec, done, settings, inputs)
         errors = infeasible = 0
         if todo:
             models = {model: _read_model(model) for model in dict.fromkeys(item["config"]["model"] for item in todo)}
@@ -727,7 +764,7 @@ def _run_task(item: dict[str, Any], task: Callable[[dict[str, Any]], dict[str, A
     except PlacementError as exc:
         body = {"config": item["config"], "status": "error", "error": str(exc),
                 "runtime_s": time.perf_counter() - start}
-    return {"id": item["id"], **body, "settings": record_settings(item)}
+    return {"id": item["id"], **body, "settings": record_settings(item), "inputs": item.get("inputs", {})}
 
 
 def _known_model(model: str) -> bool:
