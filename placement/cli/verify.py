@@ -20,6 +20,7 @@ from placement.cli.options import (LARGE_GRAPH_NODES, UsageError, add_device_opt
 from placement.errors import InvalidParameterError
 from placement.problem.objectives import OBJECTIVES
 from placement.problem.split import W_PLACEMENTS, solved_otherwise
+from placement.verification.check import violations_beyond
 from placement.verification.evaluate import CONTIGUITY_CLASSES
 
 
@@ -202,7 +203,7 @@ def _notes(args: argparse.Namespace, plan: Any, instance: Any, verification: Any
             own = placement.verify(instance, as_plan(plan), objective=args.objective,
                                    contiguity=verification.contiguity, calls=args.calls, infer_from_colours=True)
             # a reason the recorded devices share (a broken contiguity class) is no reason of the devices
-            own_only = [v for v in own.violations if v not in verification.violations]
+            own_only = violations_beyond(own.violations, verification.violations)
             if not own.valid and own_only:
                 said.append(f"on the instance's own devices the plan is not valid: {own_only[0]}")
     if recorded:

@@ -69,10 +69,11 @@ def format_verification(instance: Instance, verification: Verification) -> str:
     the latency objective, the calls' schedule and the verdict); one verdict covers the report's own
     violations and those its checks do not make (the call limit)."""
     from placement.report.text import format_evaluation
+    from placement.verification.check import violations_beyond
 
     evaluation, latency, _ = verification.report
     shown = latency if latency is not None else evaluation
-    extra = tuple(v for v in verification.violations if v not in shown.violations)
+    extra = violations_beyond(verification.violations, shown.violations)
     if latency is not None:
         from placement.report.latency import format_latency
 
