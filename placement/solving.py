@@ -510,10 +510,10 @@ def _verified(problem: Instance, solution: Any, method: str, options: Mapping[st
     from placement.solution import Status as MethodStatus
 
     if solution.plan is None and solution.status in (MethodStatus.INFEASIBLE, MethodStatus.NO_SOLUTION):
-        from placement.problem.bounds import class_without_device
+        from placement.problem.bounds import class_without_device, memory_without_room
 
-        why = class_without_device(problem) or _class_left_and_reentered(problem, objective, solution.contiguity,
-                                                                          options["calls"])
+        why = (class_without_device(problem) or memory_without_room(problem)
+               or _class_left_and_reentered(problem, objective, solution.contiguity, options["calls"]))
         if why is not None and why not in solution.message:   # a reason no model states: the binding constraint
             solution = replace(solution, message="; ".join(m for m in (solution.message, why) if m))
     if not solution.bound > 0:   # a heuristic proves nothing: the instance's own bounds hold for it too

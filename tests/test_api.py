@@ -1341,7 +1341,8 @@ def test_a_planless_result_is_refused_as_its_document_is_and_its_empty_plan_is_c
     infeasible = placement.solve(CHAIN4, memory=1.5)
     assert (infeasible.status, infeasible.plan) == ("infeasible", ())
     said = ("the Result holds no plan: its solve ended 'infeasible' (no pipeline of the available devices "
-            "satisfies the memory and support constraints)")
+            "satisfies the memory and support constraints; 4 nodes that only devices of bounded memory can run need 4 "
+            "bytes in all, more than the 3 bytes that 2 accelerator devices of 1.5 bytes hold)")
     for call in (lambda: placement.verify(CHAIN4, infeasible), lambda: placement.simulate(CHAIN4, infeasible),
                  lambda: placement.solve(CHAIN4, method="expert", split=infeasible)):
         with pytest.raises(placement.InvalidPlanError) as info:

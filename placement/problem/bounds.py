@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import math
 import sys
+from fractions import Fraction
 from typing import Sequence
 
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import fits, written_sum_text
+from placement.problem.memory_fit import as_written, decimal_text, fits, written_sum, written_sum_text
 
 #: relative slack between a plan's verified value and the instance's lower bound that still proves it
 #: optimal: both are sums of the instance's own numbers, so only their rounding differs
@@ -63,6 +64,30 @@ def class_without_device(problem: Instance) -> str | None:
                                f"{dtype.memory:.17g}")
         return f"the colour class of nodes {named} fits no device ({'; '.join(reasons)})"
     return None
+
+
+def memory_without_room(problem: Instance) -> str | None:
+    """Why the nodes find no room, where their sizes alone show it: every node that no device type of
+    unbounded memory can run (none with a device supports it) sits on a device of bounded memory, and
+    ``Σ m(v) ≤ M`` on each device sums over all of them to ``Σ m(v) ≤ Σ_t count_t · M_t`` (over the types of
+    bounded memory that have devices). Where these nodes need more, in any contiguity class and for any
+    objective no plan exists; the sums are exact on the numbers as written. ``None`` otherwise."""
+    bounded = [t for t, dtype in enumerate(problem.device_types) if dtype.count > 0 and math.isfinite(dtype.memory)]
+    roomy = [t for t, dtype in enumerate(problem.device_types) if dtype.count > 0 and math.isinf(dtype.memory)]
+    confined = [n.memory for n in problem.nodes if all(n.times[t] is None for t in roomy)]
+    if not confined or not bounded:
+        return None
+    needed = written_sum(confined)
+    held = sum((problem.device_types[t].count * as_written(problem.device_types[t].memory) for t in bounded),
+               Fraction(0))
+    if needed <= held:
+        return None
+    types = " and ".join(f"{problem.device_types[t].count} {problem.device_types[t].name} device"
+                         f"{'s' if problem.device_types[t].count != 1 else ''} of "
+                         f"{problem.device_types[t].memory:.17g} bytes" for t in bounded)
+    return (f"{len(confined)} node{'s' if len(confined) != 1 else ''} that only devices of bounded memory can run "
+            f"need {written_sum_text(confined)} bytes in all, more than the {decimal_text(held)} bytes that "
+            f"{types} hold")
 
 
 def _divisor(count: int) -> float:
