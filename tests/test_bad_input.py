@@ -962,3 +962,22 @@ def test_a_record_holding_a_parallel_plan_is_read_by_its_plan():
     with pytest.raises(InvalidPlanError) as caught:
         read_parallel_plan({"status": "optimal", "value": 727.7, "designs": [], "plan": [], "chips": 2})
     assert str(caught.value) == "the document is a co-design result, not a parallel plan, which has a list 'stages'"
+
+
+def test_a_long_cycle_is_named_by_its_ends_and_counted():
+    # a cycle through 5,000 nodes would otherwise be one line of some 40,000 characters
+    n = 5000
+    data = instance(nodes=[node(i) for i in range(1, n + 1)],
+                    edges=[edge(i, i % n + 1) for i in range(1, n + 1)])
+    with pytest.raises(InvalidInstanceError) as info:
+        load(data)
+    head = " -> ".join(map(str, range(1, 11)))
+    tail = " -> ".join(map(str, range(n - 9, n + 1)))
+    assert str(info.value) == f"the graph has a cycle of 5,000 nodes: {head} -> ... (4,980 more) -> {tail} -> 1"
+
+
+def test_a_cycle_of_forty_nodes_is_listed_whole():
+    data = instance(nodes=[node(i) for i in range(1, 41)], edges=[edge(i, i % 40 + 1) for i in range(1, 41)])
+    with pytest.raises(InvalidInstanceError) as info:
+        load(data)
+    assert str(info.value) == "the graph has a cycle: " + " -> ".join(map(str, list(range(1, 41)) + [1]))

@@ -44,7 +44,7 @@ from placement.errors import InvalidInstanceError
 from placement.io.piper_shape import TOP_FIELDS, looks_like_piper
 from placement.io.tarnawski import read_field
 from placement.jsonfile import NODE_ID_KEY, json_type_name, parse_file
-from placement.problem.instance import MAX_SUM, add_to_total, find_cycle, format_number
+from placement.problem.instance import MAX_SUM, add_to_total, cycle_text, find_cycle, format_number
 
 _TOP_OPTIONAL = ("deviceTypes",)
 _TYPE_FIELDS = ("count", "memory")
@@ -294,8 +294,7 @@ def parse_piper(data: Any, name: str = "") -> PiperInstance:
 
     cycle = find_cycle(len(nodes), succ)
     if cycle is not None:
-        names = " -> ".join(str(nodes[i].id) for i in cycle + cycle[:1])
-        raise InvalidInstanceError(f"{top}: the graph has a cycle: {names}")
+        raise InvalidInstanceError(f"{top}: {cycle_text([nodes[i].id for i in cycle])}")
     _check_sync_times(nodes, edges)
     times, volume = _check_totals(nodes, edges)
     _check_bandwidth(bandwidth, volume, "bandwidth")

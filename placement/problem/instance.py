@@ -434,6 +434,24 @@ def least_first_order(n: int, succ: Sequence[Iterable[int]]) -> list[int]:
     return order
 
 
+#: the longest cycle a message lists whole; a longer one shows its first and last :data:`CYCLE_ENDS` nodes
+CYCLE_SHOWN = 40
+CYCLE_ENDS = 10
+
+
+def cycle_text(ids: list[int]) -> str:
+    """``the graph has a cycle: a -> b -> c -> a`` for the nodes ``ids`` of a cycle, in order (the first not
+    repeated). A cycle of more than :data:`CYCLE_SHOWN` nodes is counted and shown by its ends, the nodes
+    between counted: a cycle through a whole large graph would otherwise be one line of hundreds of
+    kilobytes."""
+    closed = [str(i) for i in ids] + [str(ids[0])]
+    if len(ids) <= CYCLE_SHOWN:
+        return f"the graph has a cycle: {' -> '.join(closed)}"
+    between = len(ids) - 2 * CYCLE_ENDS
+    return (f"the graph has a cycle of {len(ids):,} nodes: {' -> '.join(closed[:CYCLE_ENDS])} -> ... "
+            f"({between:,} more) -> {' -> '.join(closed[-CYCLE_ENDS - 1:])}")
+
+
 def find_cycle(n: int, succ: list[list[int]]) -> list[int] | None:
     """A directed cycle as a list of positions (first node not repeated), or ``None``."""
     colour = [0] * n  # 0 new, 1 on stack, 2 done
@@ -560,8 +578,7 @@ def _validate_each(problem: Instance) -> None:
 
     cycle = find_cycle(len(problem.nodes), succ)
     if cycle is not None:
-        names = " -> ".join(str(problem.nodes[i].id) for i in cycle + cycle[:1])
-        raise InvalidInstanceError(f"the graph has a cycle: {names}")
+        raise InvalidInstanceError(cycle_text([problem.nodes[i].id for i in cycle]))
 
 
 def _check_weight_times(n: Node, types: tuple[DeviceType, ...]) -> None:
