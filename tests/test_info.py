@@ -249,3 +249,14 @@ def test_a_device_type_name_that_does_not_print_is_escaped():
     problem = Instance((Node(1, "a", (1.0, 2.0)),), (), types, name="x")
     lines = format_info(instance_info(problem)).splitlines()
     assert [line.split(":")[0] for line in lines if "fa" in line] == ["devices (fa\\nst)", "work (fa\\nst)"]
+
+
+def test_info_says_no_plan_exists_where_the_nodes_need_more_memory_than_the_devices_hold():
+    types = (DeviceType("acc", 2, 10.0, True), DeviceType("cpu", 0, math.inf, False))
+    nodes = tuple(Node(i, f"n{i}", (1.0, 1.0), 6.0) for i in range(4))
+    info = instance_info(Instance(nodes, (), types))
+    assert info["lower_bound"] == 2.0   # every class fits, so the bound itself is finite
+    assert info["no_plan"] == ("4 nodes that only devices of bounded memory can run need 24 bytes in all, more than "
+                               "the 20 bytes that 2 acc devices of 10 bytes hold")
+    assert format_info(info).splitlines()[-1] == f"no plan:                {info['no_plan']}"
+    assert instance_info(Instance(nodes[:3], (), types))["no_plan"] is None

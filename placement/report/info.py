@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from placement.problem.bounds import class_without_device, throughput_lower_bound, weighted_applies
+from placement.problem.bounds import (class_without_device, memory_without_room, throughput_lower_bound,
+                                      weighted_applies)
 from placement.problem.instance import Instance, format_number
 from placement.report.table import printable
 
@@ -28,7 +29,8 @@ def instance_info(problem: Instance) -> dict[str, Any]:
     name: nodes it cannot run), ``total_memory`` (Σ node bytes), ``lower_bound`` (see
     :func:`throughput_lower_bound`), ``lower_bound_class``, ``lower_bound_average``,
     ``lower_bound_weighted`` (``None`` unless two device types have devices), ``no_plan`` (why the instance has no
-    plan where a colour class fits no device, else ``None``: the bound is then infinite) and ``ideals``
+    plan where a colour class fits no device, the bound then infinite, or where the nodes that only devices of
+    bounded memory run need more than all of them hold; else ``None``) and ``ideals``
     (``None``; filled in by the caller).
     """
     forward = sum(1 for n in problem.nodes if not n.backward)
@@ -56,8 +58,8 @@ def instance_info(problem: Instance) -> dict[str, Any]:
         "lower_bound_class": bound["class"],
         "lower_bound_average": bound["average"],
         "lower_bound_weighted": bound["weighted"] if weighted_applies(problem) else None,
-        # the class bound is infinite exactly where a colour class fits no device: only then is there a why
-        "no_plan": class_without_device(problem) if math.isinf(bound["class"]) else None,
+        # the class bound is infinite exactly where a colour class fits no device; else the memory may not fit
+        "no_plan": class_without_device(problem) if math.isinf(bound["class"]) else memory_without_room(problem),
         "ideals": None,
     }
 
@@ -109,6 +111,8 @@ def format_info(info: dict[str, Any]) -> str:
     rows.append(("throughput lower bound",
                  f"{_num(lb)}  {detail}" + (f"  ({info['no_plan'] or 'a colour class fits no device'})"
                                             if math.isinf(lb) else "")))
+    if info.get("no_plan") and not math.isinf(lb):   # a finite bound, yet the sizes show no plan exists
+        rows.append(("no plan", str(info["no_plan"])))
     rows = [(printable(key), printable(value)) for key, value in rows]   # a name's newline splits no line
     width = max(len(key) for key, _ in rows)
     return "\n".join(f"{key + ':':<{width + 1}} {value}" for key, value in rows)
