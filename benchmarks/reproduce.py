@@ -631,20 +631,13 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress(len(runs))
     by_instance: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp_name:
-        tmp = Path(tmp_name)
-        for run in runs:
-            progress.show(f"{run.objective} {run.label} {run.method}")
-            records = by_instance.setdefault((run.objective, run.label), {})
-            warm = best_plan(records, run.warm_class) if run.warm_class else None
-            run.record = execute(run, plans_dir, tmp, warm)
-            records[run.method] = run.record
-            progress.done += 1
-            partial = {"partial": f"{progress.done} of {len(runs)} runs",
-                       "runs": {f"{o} {name}": recs for (o, name), recs in by_instance.items()}}
-            (args.out / "partial.json").write_text(json.dumps(strict_json(partial), indent=1))
-        progress.show("done")
+    try:
+        run_all(args, runs, plans_dir, progress, by_instance)
+    except KeyboardInterrupt:   # Ctrl-C: one line that says where the results are, the status of an interrupt
         progress.close()
+        print(f"error: interrupted after {progress.done} of {len(runs)} runs: {args.out / 'results.json'} is as it "
+              f"was; the runs done so far are in {args.out / 'partial.json'}", file=sys.stderr)
+        return 130
     total = time.perf_counter() - started
 
     from placement.io.tarnawski import read_instance
@@ -665,6 +658,27 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "partial.json").unlink(missing_ok=True)
     print("\n".join(said))
     return failed
+
+
+def run_all(args: argparse.Namespace, runs: list[Run], plans_dir: Path, progress: Progress,
+            by_instance: dict[tuple[str, str], dict[str, dict[str, Any]]]) -> None:
+    """Execute ``runs`` in turn, each warm-started from the best plan of its class so far, filling ``by_instance``
+    (objective and instance to method to record) and writing the runs done so far to ``OUT/partial.json`` after
+    each."""
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        for run in runs:
+            progress.show(f"{run.objective} {run.label} {run.method}")
+            records = by_instance.setdefault((run.objective, run.label), {})
+            warm = best_plan(records, run.warm_class) if run.warm_class else None
+            run.record = execute(run, plans_dir, tmp, warm)
+            records[run.method] = run.record
+            progress.done += 1
+            partial = {"partial": f"{progress.done} of {len(runs)} runs",
+                       "runs": {f"{o} {name}": recs for (o, name), recs in by_instance.items()}}
+            (args.out / "partial.json").write_text(json.dumps(strict_json(partial), indent=1))
+        progress.show("done")
+        progress.close()
 
 
 def run_settings(args: argparse.Namespace) -> dict[str, Any]:

@@ -315,9 +315,10 @@ def test_reproduce_of_some_instances_keeps_the_entries_of_the_others(tmp_path, m
     assert "* LayerGraphs/chain4" not in table
 
 
-def test_an_interrupted_reproduction_leaves_the_results_of_the_last_one(tmp_path, monkeypatch):
+def test_an_interrupted_reproduction_leaves_the_results_of_the_last_one(tmp_path, monkeypatch, capsys):
     # after each run results.json was written over with the progress of this one: stopped, it left that progress,
-    # and the finished reproduction it held was lost (--report-only then refused the file as unfinished)
+    # and the finished reproduction it held was lost (--report-only then refused the file as unfinished);
+    # Ctrl-C then ended the run with a traceback that said neither of where the results were
     instances, out = tiny_tarnawski(tmp_path / "tarnawski"), tmp_path / "out"
     earlier = reproduction(out, [{"instance": "LayerGraphs/other", "runs": {"dp": OPTIMAL_RECORD}}], [])
     calls = []
@@ -329,8 +330,11 @@ def test_an_interrupted_reproduction_leaves_the_results_of_the_last_one(tmp_path
         return dict(OPTIMAL_RECORD)
 
     monkeypatch.setattr(reproduce, "execute", execute)
-    with pytest.raises(KeyboardInterrupt):
-        reproduce.main(["--instances", str(instances), "--out", str(out), "--only", "throughput", "--no-plot"])
+    assert reproduce.main(["--instances", str(instances), "--out", str(out), "--only", "throughput",
+                           "--no-plot"]) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: interrupted after 1 of 8 runs: {out / 'results.json'} is as it was; "
+        f"the runs done so far are in {out / 'partial.json'}")
     assert json.loads((out / "results.json").read_text()) == earlier
     # the progress of the run stopped is beside it
     assert json.loads((out / "partial.json").read_text()) == {
