@@ -590,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=positive_float, default=60.0,
                         help="MILP time limit per run, s (default 60)")
     parser.add_argument("--heuristic-time-limit", type=positive_float, default=60.0,
-                        help="local search time limit per run, s (default 60)")
+                        help="time limit per run of local search and latency-chain, s (default 60)")
     parser.add_argument("--restarts", type=positive_int, default=10, help="local search restarts (default 10)")
     parser.add_argument("--seed", type=seed_value, default=0,
                         help=f"seed of local search and partition, 0 to {MAX_SEED} (default 0)")

@@ -341,6 +341,27 @@ def test_an_interrupted_reproduction_leaves_the_results_of_the_last_one(tmp_path
         "partial": "1 of 8 runs", "runs": {"throughput LayerGraphs/chain4": {"dp": OPTIMAL_RECORD}}}
 
 
+def test_reproduce_heuristic_time_limit_says_every_run_it_limits(tmp_path):
+    # --heuristic-time-limit also limits latency-chain, the one latency baseline that takes a limit, where its help
+    # and docs/reproducing.md spoke of the local search only
+    instances = tiny_tarnawski(tmp_path / "tarnawski")
+    latency = instances / "latency-inputs" / "LayerGraphs"
+    latency.mkdir(parents=True)
+    shutil.copy(ROOT / "instances" / "tiny" / "chain4.json", latency)
+    args = argparse.Namespace(instances=instances, heuristic_time_limit=7.0, restarts=1, seed=0, time_limit=5.0,
+                              latency_calls=1, only=None, filter=None)
+    from placement.solvers.registry import METHODS
+
+    limited = {run.method for run in reproduce.plan_runs(args) if run.options.get("time_limit") == 7.0
+               and "time_limit" in METHODS[run.registry_method].options}
+    assert limited == {"local-search", "latency-chain"}
+    help_text = " ".join(run("reproduce.py", "--help").stdout.split())
+    assert "--heuristic-time-limit HEURISTIC_TIME_LIMIT time limit per run of local search and latency-chain, s " \
+           "(default 60)" in help_text
+    assert "| `--heuristic-time-limit S` | time limit of each local search and of `latency-chain` (default 60) |" \
+           in (ROOT / "docs" / "reproducing.md").read_text()
+
+
 def test_piper_refuses_a_folder_without_instances(tmp_path):
     done = run("piper.py", "--shared", str(tmp_path), "--out", str(tmp_path / "out"))
     assert refused(done).startswith("error: no Piper instances")
