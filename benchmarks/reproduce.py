@@ -606,8 +606,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return _worker_main(args.worker)
     if args.report_only:   # the runs' own settings are in results.json; an option of a run would be ignored
-        given = [action.option_strings[0] for action in parser._actions if action.dest in RUN_SETTINGS
-                 and getattr(args, action.dest) != action.default]
+        given = given_options(parser, argv, RUN_SETTINGS)
         if given:
             parser.error(f"{', '.join(given)}: --report-only runs nothing; it rebuilds the tables with the settings "
                          "recorded in OUT/results.json")
@@ -658,6 +657,15 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "partial.json").unlink(missing_ok=True)
     print("\n".join(said))
     return failed
+
+
+def given_options(parser: argparse.ArgumentParser, argv: list[str] | None, dests: tuple[str, ...]) -> list[str]:
+    """The options of ``dests`` that ``argv`` gives, at their default value or not, each named by its first option
+    string: argparse leaves an attribute the namespace already holds as it is unless the command line sets it."""
+    unset = object()
+    probe = parser.parse_args(argv, argparse.Namespace(**{dest: unset for dest in dests}))
+    return [action.option_strings[0] for action in parser._actions
+            if action.dest in dests and getattr(probe, action.dest) is not unset]
 
 
 def run_all(args: argparse.Namespace, runs: list[Run], plans_dir: Path, progress: Progress,

@@ -260,6 +260,16 @@ def test_reproduce_report_only_refuses_the_options_of_a_run(tmp_path):
     assert not out.exists()
 
 
+def test_reproduce_report_only_refuses_an_option_of_a_run_given_at_its_default(tmp_path):
+    # an option given at its default value (--time-limit 60, --seed 0) was taken for one not given, and ignored
+    # without a word where the recorded runs had other settings
+    out = tmp_path / "out"
+    done = run("reproduce.py", "--out", str(out), "--report-only", "--time-limit", "60", "--seed=0")
+    assert refused(done) == ("reproduce.py: error: --time-limit, --seed: --report-only runs nothing; it rebuilds the "
+                             "tables with the settings recorded in OUT/results.json")
+    assert not out.exists()
+
+
 def test_reproduce_refuses_a_missing_folder(tmp_path):
     done = run("reproduce.py", "--instances", str(tmp_path / "missing"), "--out", str(tmp_path / "out"))
     assert refused(done).startswith(f"error: no instances: {tmp_path / 'missing'} is not a folder")
