@@ -39,7 +39,7 @@ from placement.codesign.workload import load_workload  # noqa: E402
 from placement.report.table import cell, format_table  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (cannot_write, machine, merged_and_counted, positive_float, positive_int,  # noqa: E402
+from common import (cannot_write, exit_with, machine, merged_and_counted, positive_float, positive_int,  # noqa: E402
                     refuse, said_merge)
 
 MODEL = ROOT / "instances" / "models" / "mlp-training.json"
@@ -117,4 +117,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -39,7 +39,7 @@ from placement.report.table import format_table  # noqa: E402
 from placement.zoo.codesign_models import MODELS, model_file  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from codesign import timed  # noqa: E402  (beside this script)
-from common import (cannot_write, machine, merged_and_counted, positive_float, positive_int,  # noqa: E402
+from common import (cannot_write, exit_with, machine, merged_and_counted, positive_float, positive_int,  # noqa: E402
                     refuse, said_merge)
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -104,4 +104,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

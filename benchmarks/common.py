@@ -12,7 +12,7 @@ import platform
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NoReturn
 
 from placement.cli.options import integer_at_least, positive_float, positive_int
 from placement.errors import InvalidInstanceError, SolverUnavailableError
@@ -26,6 +26,18 @@ __all__ = ["integer_at_least", "positive_float", "positive_int", "refuse", "cann
            "kept_table", "write_json"]
 
 CPUINFO = Path("/proc/cpuinfo")
+
+
+def exit_with(main: Callable[[], int]) -> NoReturn:
+    """End the process with the exit status ``main()`` returns; Ctrl-C (SIGINT) ends it with one line on standard
+    error, ``error: interrupted``, and status 130, as it ends a ``placement`` command, where the traceback of wherever
+    the interrupt fell was shown."""
+    try:
+        status = main()
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        status = 130
+    sys.exit(status)
 
 
 def refuse(message: str) -> int:

@@ -44,7 +44,7 @@ from placement.solvers.milp.backends import backend_availability
 from placement.testing.crosscheck import cases, check, random_instance
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (cannot_write, machine, merged_and_counted, positive_float, positive_int,  # noqa: E402
+from common import (cannot_write, exit_with, machine, merged_and_counted, positive_float, positive_int,  # noqa: E402
                     refuse, said_merge, write_json)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "crosscheck.json"
@@ -153,4 +153,4 @@ def write_merged(path: Path, settings: dict, rows: list[dict], wrong_claims: lis
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

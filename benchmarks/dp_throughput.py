@@ -56,7 +56,7 @@ DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
 BERT24 = Path("LayerGraphs") / "bert24_inference.json"
 
 from child import run_child  # noqa: E402
-from common import cannot_write, machine, merged_rows, positive_int, refuse  # noqa: E402
+from common import cannot_write, exit_with, machine, merged_rows, positive_int, refuse  # noqa: E402
 
 
 def line_document(n: int, all_pairs: bool, seed: int, fan_in: bool = False) -> dict:
@@ -298,4 +298,4 @@ def _write(path: Path, document: dict) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -36,8 +36,8 @@ from placement.errors import LimitExceededError
 from placement.solvers.hypar import PLANNERS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (cannot_write, integer_at_least, machine, merged_and_counted,  # noqa: E402  (beside this script)
-                    merged_rows, positive_int, read_instances, refuse, said_merge)
+from common import (cannot_write, exit_with, integer_at_least, machine,  # noqa: E402  (beside this script)
+                    merged_and_counted, merged_rows, positive_int, read_instances, refuse, said_merge)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
@@ -203,4 +203,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

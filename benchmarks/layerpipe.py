@@ -48,7 +48,7 @@ import placement  # noqa: E402
 from placement.report.table import format_table, percent  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (cannot_write, machine, merged_rows, milp_unavailable,  # noqa: E402  (beside this script)
+from common import (cannot_write, exit_with, machine, merged_rows, milp_unavailable,  # noqa: E402  (beside this script)
                     positive_float, positive_int, refuse)
 
 SHARED = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
@@ -428,4 +428,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_with(main)

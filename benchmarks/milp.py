@@ -52,7 +52,7 @@ from placement.solvers.milp.warmstart import default_warm_start
 from placement.verification.latency import evaluate_latency
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (cannot_write, machine, merged_rows, milp_unavailable,  # noqa: E402  (beside this script)
+from common import (cannot_write, exit_with, machine, merged_rows, milp_unavailable,  # noqa: E402  (beside this script)
                     positive_float, positive_int, read_instances, refuse)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -271,4 +271,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

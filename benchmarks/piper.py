@@ -54,7 +54,7 @@ from placement.report.table import cell, format_table
 from placement.verification.parallel import evaluate_parallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (cannot_write, machine, merged_and_counted, refuse, said_merge,  # noqa: E402
+from common import (cannot_write, exit_with, machine, merged_and_counted, refuse, said_merge,  # noqa: E402
                     write_json)
 
 GIB = 2**30
@@ -236,4 +236,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -40,7 +40,7 @@ from pathlib import Path
 from placement.report.table import format_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (cannot_write, machine, merged_and_counted, positive_int, refuse,  # noqa: E402
+from common import (cannot_write, exit_with, machine, merged_and_counted, positive_int, refuse,  # noqa: E402
                     said_merge)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,4 +197,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -49,7 +49,7 @@ from placement.report.table import cell, format_table  # noqa: E402
 from placement.simulation.parallel import simulate_parallel  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (cannot_write, machine, merged_and_counted, positive_float, refuse,  # noqa: E402
+from common import (cannot_write, exit_with, machine, merged_and_counted, positive_float, refuse,  # noqa: E402
                     said_merge)
 
 SHARED = ROOT.parent / "shared" / "piper"
@@ -191,4 +191,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_with(main)

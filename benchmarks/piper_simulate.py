@@ -59,8 +59,8 @@ from placement.simulation.parallel import simulate_parallel  # noqa: E402
 from placement.verification.parallel import evaluate_parallel  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (cannot_write, kept_table, machine, merged_and_counted, positive_int, refuse,  # noqa: E402
-                    write_json)
+from common import (cannot_write, exit_with, kept_table, machine, merged_and_counted, positive_int,  # noqa: E402
+                    refuse, write_json)
 
 SHARED = ROOT.parent / "shared" / "piper"
 GIB = 2**30
@@ -293,4 +293,4 @@ def write_merged(path: Path, settings: dict, runs: list[dict], search: list[dict
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_with(main)

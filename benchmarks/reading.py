@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from child import run_child  # noqa: E402
-from common import cannot_write, machine, positive_int, refuse  # noqa: E402
+from common import cannot_write, exit_with, machine, positive_int, refuse  # noqa: E402
 from dp_throughput import ROOT, _write, line_document  # noqa: E402
 
 SHAPES = {
@@ -180,4 +180,4 @@ def cli(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(cli())
+    exit_with(cli)

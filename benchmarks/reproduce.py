@@ -62,7 +62,7 @@ from placement.jsonfile import strict_json
 from placement.report.table import percent
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (cannot_write, machine, merged_and_counted, positive_float, positive_int,  # noqa: E402
+from common import (cannot_write, exit_with, machine, merged_and_counted, positive_float, positive_int,  # noqa: E402
                     refuse, said_merge)
 from placement.cli.options import non_negative_int  # noqa: E402
 from placement.parameters import MAX_SEED  # noqa: E402
@@ -791,4 +791,4 @@ def report_only(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from child import run_child  # noqa: E402
-from common import (cannot_write, kept_table, machine, merged_and_counted, positive_int,  # noqa: E402
+from common import (cannot_write, exit_with, kept_table, machine, merged_and_counted, positive_int,  # noqa: E402
                     read_instances, refuse, said_merge)
 from placement.io.tarnawski import read_instance  # noqa: E402
 from placement.simulation import simulate_pipeline  # noqa: E402
@@ -279,4 +279,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

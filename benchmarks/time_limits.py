@@ -45,7 +45,7 @@ from pathlib import Path
 from placement.report.table import format_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (cannot_write, machine, merged_rows, milp_unavailable,  # noqa: E402  (beside this script)
+from common import (cannot_write, exit_with, machine, merged_rows, milp_unavailable,  # noqa: E402  (beside this script)
                     positive_float, refuse)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,4 +190,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -49,7 +49,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cannot_write, machine, positive_int, refuse  # noqa: E402  (beside this script)
+from common import cannot_write, exit_with, machine, positive_int, refuse  # noqa: E402  (beside this script)
 
 #: what the benchmark imports beyond the package (its models are those of the torch tests, which need them all)
 NEEDED = ("torch", "torch.distributed.pipelining", "onnx", "onnxscript", "pytest")
@@ -266,4 +266,4 @@ def main() -> int | None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

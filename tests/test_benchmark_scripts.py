@@ -372,6 +372,25 @@ def test_reproduce_heuristic_time_limit_says_every_run_it_limits(tmp_path):
            in (ROOT / "docs" / "reproducing.md").read_text()
 
 
+def test_ctrl_c_ends_a_script_with_one_line_and_status_130(capsys):
+    # Ctrl-C ended every script with the traceback of wherever the interrupt fell (a solve's, a subprocess's), and
+    # with status 1 where the library's own interrupt carried a plan
+    def stopped() -> int:
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as ended:
+        common.exit_with(stopped)
+    assert ended.value.code == 130 and capsys.readouterr().err == "error: interrupted\n"
+    with pytest.raises(SystemExit) as ended:
+        common.exit_with(lambda: 2)
+    assert ended.value.code == 2
+    launchers = {"child.py"}   # runs one command and reports its status: it has no run of its own to stop
+    for script in sorted(set(SCRIPTS) - launchers) + ["torch_costs.py"]:
+        tree = ast.parse((BENCHMARKS / script).read_text())
+        last = tree.body[-1]
+        assert isinstance(last, ast.If) and ast.unparse(last.body[-1]) in ("exit_with(main)", "exit_with(cli)"), script
+
+
 def test_piper_refuses_a_folder_without_instances(tmp_path):
     done = run("piper.py", "--shared", str(tmp_path), "--out", str(tmp_path / "out"))
     assert refused(done).startswith("error: no Piper instances")
