@@ -289,14 +289,17 @@ def _held_by_the_dp(problem: Instance, kept: tuple[float, Any, str], started: fl
 def _milp_where_the_dp_proves_nothing(problem: Instance, options: Mapping[str, Any], started: float,
                                       solution: Any) -> tuple[str, Any]:
     """``auto`` after the DP: where its memory checks rounded (no unit makes the sizes exact integers)
-    and it found no plan, or one it cannot prove optimal, the MILP's answer where it finds a plan (a
-    better one, or a proof); otherwise, or without the MILP's solvers installed, the DP's. Ctrl-C in the MILP
-    makes the same choice between its plan in hand and the DP's, raising the DP's on in a
+    and it found no plan, or one it cannot prove optimal, or where its floating-point sums of times and costs
+    may be off by more than they tell plans apart (times of 1e9 beside times of 1e-9: its plan is then no
+    optimum, nor its bound the optimum's), the MILP's answer where it finds a plan (a better one, or a proof),
+    whose solvers scale such times apart; otherwise, or without the MILP's solvers installed, the DP's. Ctrl-C in
+    the MILP makes the same choice between its plan in hand and the DP's, raising the DP's on in a
     :class:`placement.solvers.dp.DPInterrupted`."""
     from placement.errors import SolverUnavailableError
     from placement.solution import Status as MethodStatus
 
-    unproven = (solution.status is MethodStatus.FEASIBLE and "relaxed_memory_value" in (solution.stats or {}))
+    unproven = (solution.status is MethodStatus.FEASIBLE
+                and any(key in (solution.stats or {}) for key in ("relaxed_memory_value", "rounding_error")))
     if not unproven and (solution.plan is not None or solution.status is not MethodStatus.NO_SOLUTION):
         return "dp", solution
     found = "found no plan" if solution.plan is None else "proves no optimum"

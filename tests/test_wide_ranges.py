@@ -635,3 +635,26 @@ def test_auto_hands_the_milp_what_the_dp_cannot_sum_exactly():
     assert (result.method, result.status, result.value, result.bound) == ("milp", "optimal", 11.0, 11.0)
     assert result.message.startswith("the MILP ran instead (method 'auto'): the DP found no plan (")
     assert sorted(s.nodes for s in result.plan) == [(1,), (2,)]
+
+
+@pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
+def test_auto_solves_the_milp_where_the_dp_s_sums_cannot_tell_its_plans_apart():
+    """Two independent nodes; two accelerators of one type, one of another, and a CPU. Node 0 takes 5e8 on
+    acc1, 2.5e-9 on acc0 and 1e-9 on the CPU; node 1 takes 1e9 on acc1, 3e9 on acc0 and 1e-9 on the CPU. On the
+    CPU together they take 2e-9. Apart, node 1 off the CPU takes at least 1e9, and node 0 off it at least
+    2.5e-9 (on acc0): the optimum is 2e-9, both on the CPU. The DP's sums, rounded against 3e9, read both plans alike and it returned 2.5e-9 as feasible with a
+    bound of 1e-9, which ``auto`` answered with; it now asks the MILP, whose times are scaled for the plan in
+    hand, and which proves 2e-9."""
+    doc = {"deviceTypes": [{"name": "acc1", "count": 2, "memory": None, "paysComm": True},
+                           {"name": "acc0", "count": 1, "memory": 6, "paysComm": True},
+                           {"name": "cpu", "count": 1, "paysComm": False}],
+           "nodes": [{"id": 1, "times": {"acc1": 5e8, "acc0": 2.5e-9, "cpu": 1e-9}, "size": 0},
+                     {"id": 34, "times": {"acc1": 1e9, "acc0": 3e9, "cpu": 1e-9}, "size": 1}],
+           "edges": []}
+    dp = placement.solve(doc, method="dp")
+    assert (dp.status, dp.value, dp.bound) == ("feasible", 2.5e-9, 1e-9)
+    result = placement.solve(doc)
+    assert (result.method, result.status, result.value, result.bound) == ("milp", "optimal", 2e-9, 2e-9)
+    assert result.message.startswith("the MILP ran instead (method 'auto'): the DP proves no optimum (the DP sums "
+                                     "the times and costs in floating point")
+    assert placement.verify(doc, result.plan).value == 2e-9
