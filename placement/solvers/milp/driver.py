@@ -103,6 +103,8 @@ class Formulation(ABC):
 
     #: what :meth:`searched_start` runs, as the progress names it
     searched_source: str = "a local search"
+    #: what :meth:`searched_start` runs, as the progress announces it on a large graph; ``None``: it runs nothing
+    searched_what: str | None = None
 
     def exclude(self, be: Backend, d: GroupData, variables: Any, k: int, groups: Sequence[int]) -> bool:
         """Add rows that keep ``groups``, whose nodes as written exceed the memory of type ``k`` (position in
@@ -251,6 +253,9 @@ def data_notes(scaling: Scaling, memory_exact: bool, backend: str, bound_name: s
 
 #: the share of the time left that a formulation's own search for a start may take (:meth:`searched_start`)
 START_SEARCH_SHARE = 0.05
+#: a graph of at least this many nodes has the search for a start announced: on 100,000 nodes under ``none`` the
+#: local search and the LPT fill take seconds
+START_NOTED_NODES = 10_000
 #: seconds the LPT fills of a searched start (:mod:`placement.solvers.baselines.lpt`) may take whatever the
 #: search's share, up to a quarter of the time left: one fill of 5,000 classes over 5 devices takes about 0.3 s
 FILL_FLOOR_S = 1.0
@@ -479,6 +484,9 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     left = _seconds_left(options)
     if own_start and left > 0:   # before the model: a start that meets the bound needs none
         try:
+            if progress is not None and formulation.searched_what and len(problem.nodes) >= START_NOTED_NODES:
+                progress(f"seeking a starting plan: {formulation.searched_what} (its share of the time left: "
+                         f"{START_SEARCH_SHARE * left:.3g} s)")
             searched = formulation.searched_start(problem, START_SEARCH_SHARE * left)
             warm_start = better_start(warm_start, searched, verify, progress, formulation.searched_source)
         except KeyboardInterrupt:   # Ctrl-C while a start is sought: the one in hand goes on, verified

@@ -231,6 +231,10 @@ class NoContiguity(Formulation):
             return None
         return _plan(problem, d, V.kinds, [[v for v in range(len(d.groups)) if where[v] == s] for s in range(len(V.kinds))])
 
+    @property
+    def searched_what(self) -> str | None:   # what :meth:`searched_start` runs, as a large graph's progress says
+        return None if self.stages is not None else "a local search and the LPT fill"
+
     def searched_start(self, problem: Instance, seconds: float) -> Plan | None:
         """The better by max-load (valid first) of the climbed LPT fill of
         :mod:`placement.solvers.baselines.lpt` (made by :func:`.driver.fill_deadline`) and the plan of

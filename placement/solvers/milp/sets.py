@@ -69,6 +69,7 @@ class ContiguousSets(NoContiguity):
     packing_row = False   # module docstring
 
     searched_source = "the fill of whole parts"
+    searched_what = "the fill of whole parts"
 
     def searched_start(self, problem: Instance, seconds: float) -> Plan | None:
         """The fill of whole parts of the graph (:func:`.driver.parts_start`): the local search ignores

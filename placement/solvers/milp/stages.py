@@ -113,6 +113,7 @@ class Stages(Formulation):
     solver_cuts = False
 
     searched_source = "the fill of whole parts"
+    searched_what = "the fill of whole parts"
 
     def searched_start(self, problem: Instance, seconds: float) -> Plan | None:
         """The fill of whole parts of the graph (:func:`.driver.parts_start`); none on a graph of one part."""
