@@ -76,8 +76,8 @@ def test_the_milp_starts_from_the_local_search_where_it_beats_the_dp():
 def test_the_search_for_a_start_is_announced_on_a_large_graph(monkeypatch):
     """On 100,000 nodes under ``none`` the local search and the LPT fill took about 7 s before the model was
     built, without a line of progress; a graph of at least ``START_NOTED_NODES`` nodes (here every graph) has
-    the search announced, with its share of the time left (5% of what 20 s leave), and with ``stages=N``, where the search
-    runs nothing, it is not."""
+    the search announced, with its share of the time left (5% of what 20 s leave), and with ``stages=N``, where
+    the search runs nothing, it is not."""
     from placement.solvers.milp import driver
 
     monkeypatch.setattr(driver, "START_NOTED_NODES", 0)

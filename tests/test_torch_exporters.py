@@ -358,8 +358,6 @@ def test_starts_that_leave_out_the_nodes_own_module_are_refused(tmp_path, capsys
     import json
     from pathlib import Path
 
-    from placement.cli import main
-
     path = Path(__file__).resolve().parents[1] / "instances" / "models" / "gpt2-inference.json"
     data = json.loads(path.read_text())
     assert data["nodes"][54]["starts"] == ["transformer.h.4", "transformer.h.4.ln_1"]
@@ -367,6 +365,16 @@ def test_starts_that_leave_out_the_nodes_own_module_are_refused(tmp_path, capsys
     message = ("node 54: field 'starts' is ['x'], without the node's own module 'transformer.h.4.ln_1' (field "
                "'module'): modules' calls that begin at a node begin with its module's, which 'starts' lists where "
                "it is called once ('repeats' where more often)")
+    _refused_at_node_54(data, message, tmp_path, capsys)
+
+
+def _refused_at_node_54(data, message, tmp_path, capsys):
+    """``data`` (a GPT-2 instance) is refused with ``message``, read as a layout and by ``placement split`` with a
+    plan cut at node 54, which names the file."""
+    import json
+
+    from placement.cli import main
+
     with pytest.raises(InvalidInstanceError, match=f"^{re.escape(message)}$"):
         layout_from_instance(data)
     instance, plan_file = tmp_path / "gpt2.json", tmp_path / "plan.json"
@@ -399,10 +407,6 @@ def test_a_made_up_module_beside_the_nodes_own_in_starts_is_refused(tmp_path, ca
     in ``about.other_modules``: GPT-2's node 54 with ``starts`` ["x", "transformer.h.4.ln_1"] was split at
     ``{"x": "BEGINNING"}``, a module the model lacks, exit 0. An instance without that field (the bundled one,
     whose modules all have nodes, or one imported before the field was written) is asked to be imported again."""
-    import json
-
-    from placement.cli import main
-
     data = _gpt2_with_starts({54: starts})
     if listed:
         data["about"]["other_modules"] = []
@@ -412,14 +416,7 @@ def test_a_made_up_module_beside_the_nodes_own_in_starts_is_refused(tmp_path, ca
                    "does not list it" if listed else
                    "the instance has no field 'about.other_modules', where an import lists the modules called under "
                    "no such name (import the model again if it calls such a module)"))
-    with pytest.raises(InvalidInstanceError, match=f"^{re.escape(message)}$"):
-        layout_from_instance(data)
-    instance, plan_file = tmp_path / "gpt2.json", tmp_path / "plan.json"
-    instance.write_text(json.dumps(data))
-    forward = [node["id"] for node in data["nodes"] if not node["isBackwardNode"]]
-    plan_file.write_text(json.dumps({"fpgas": [{"nodes": forward[:54]}, {"nodes": forward[54:]}], "cpus": []}))
-    assert main(["split", str(instance), str(plan_file)]) == 2
-    assert capsys.readouterr().err == f"error: {instance}: {message}\n"
+    _refused_at_node_54(data, message, tmp_path, capsys)
 
 
 @pytest.mark.parametrize("value", ["blocks", ["blocks", 1], {"blocks": 1}])

@@ -642,9 +642,9 @@ def test_auto_solves_the_milp_where_the_dp_s_sums_cannot_tell_its_plans_apart():
     """Two independent nodes; two accelerators of one type, one of another, and a CPU. Node 0 takes 5e8 on
     acc1, 2.5e-9 on acc0 and 1e-9 on the CPU; node 1 takes 1e9 on acc1, 3e9 on acc0 and 1e-9 on the CPU. On the
     CPU together they take 2e-9. Apart, node 1 off the CPU takes at least 1e9, and node 0 off it at least
-    2.5e-9 (on acc0): the optimum is 2e-9, both on the CPU. The DP's sums, rounded against 3e9, read both plans alike and it returned 2.5e-9 as feasible with a
-    bound of 1e-9, which ``auto`` answered with; it now asks the MILP, whose times are scaled for the plan in
-    hand, and which proves 2e-9."""
+    2.5e-9 (on acc0): the optimum is 2e-9, both on the CPU. The DP's sums, rounded against 3e9, read both plans
+    alike and it returned 2.5e-9 as feasible with a bound of 1e-9, which ``auto`` answered with; it now asks the
+    MILP, whose times are scaled for the plan in hand, and which proves 2e-9."""
     doc = {"deviceTypes": [{"name": "acc1", "count": 2, "memory": None, "paysComm": True},
                            {"name": "acc0", "count": 1, "memory": 6, "paysComm": True},
                            {"name": "cpu", "count": 1, "paysComm": False}],
