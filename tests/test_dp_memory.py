@@ -38,12 +38,26 @@ def test_rails_count():
     assert len(enumerate_ideals(contract(rails(6), False))[0]) == 28
 
 
-def family_data(problem, max_entries):
+def family_data(problem, max_entries, chunk=None):
+    """The kernel's arrays for the family of all ideals of ``problem`` (``sums, bits, popcount, max_ptr, max_buf,
+    cut_ptr, cut_buf, cut_count, cut_cost``) and the first ideal not filled in, made in calls of ``chunk`` ideals
+    (default: one call), stopping where one stops short; and the family's size."""
     graph = dp_table.build_graph(problem, contract(problem))
     parent, added = enumerate_ideals(graph.contraction)
     values = graph.comp.astype(float)
-    return K.family_data(parent, added, values, graph.contraction.size, graph.pred_ptr, graph.pred_idx,
-                         graph.touch_ptr, graph.touch_idx, graph.degree, graph.cost, max_entries, True), len(parent)
+    n = len(parent)
+    sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cut_cost, is_pred = dp_table.family_arrays(
+        n, values.shape[1], graph.contraction.size, True)
+    done = 0
+    while done < n:
+        hi = min(n, done + (chunk or n))
+        max_buf, cut_buf, cut_count, done = K.family_data(
+            done, hi, parent, added, values, graph.pred_ptr, graph.pred_idx, graph.touch_ptr, graph.touch_idx,
+            graph.degree, graph.cost, max_entries, True, sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf,
+            cut_count, cut_cost, is_pred)
+        if done < hi:
+            break
+    return (sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cut_cost, done), n
 
 
 def test_family_data_stops_at_the_entry_limit():
@@ -59,6 +73,53 @@ def test_family_data_stops_at_the_entry_limit():
     assert part[3][done + 1] == 0 or part[3][done + 1] + part[5][done + 1] > entries // 2
     for whole, cut in ((full[0], part[0]), (full[1], part[1]), (full[2], part[2])):
         assert (whole[:done] == cut[:done]).all()
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 27])
+def test_family_data_made_in_chunks_is_the_family_data_made_at_once(chunk):
+    """The kernel fills ideals ``lo:hi`` after those before ``lo``: calls of 1, 5 or 27 of the 28 ideals of the
+    rails give what one call gives, array for array, and stop at the same ideal under the same entry limit."""
+    whole, n = family_data(rails(6), 2 ** 62)
+    parts, _ = family_data(rails(6), 2 ** 62, chunk)
+    assert whole[-1] == parts[-1] == n
+    max_ptr, cut_ptr = whole[3], whole[5]
+    for k in (0, 1, 2, 3, 5, 8):   # sums, bits, popcount, max_ptr, cut_ptr, cut_cost
+        assert (whole[k] == parts[k]).all()
+    assert (whole[4][:max_ptr[n]] == parts[4][:max_ptr[n]]).all()
+    for k in (6, 7):   # cut_buf, cut_count
+        assert (whole[k][:cut_ptr[n]] == parts[k][:cut_ptr[n]]).all()
+    limit = int(max_ptr[n] + cut_ptr[n]) // 2
+    assert family_data(rails(6), limit, chunk)[0][-1] == family_data(rails(6), limit)[0][-1] < n
+
+
+def test_the_table_build_hears_the_deadline_between_its_chunks(monkeypatch):
+    """The data of a family are made :data:`dp_table.BUILD_CHUNK` ideals at a time, with the deadline's poll
+    after each chunk but the last (as the table's fill calls it): on the rails' 28 ideals in chunks of 5, five
+    polls with the share built; a deadline already past stops the build at the first with the time limit's
+    :class:`LimitExceededError`, where one call for the whole family heard nothing (a family of 501,501 ideals
+    took 17 s so, past a limit of 5 s)."""
+    from placement.solvers.dp import deadline_watch
+
+    monkeypatch.setattr(dp_table, "BUILD_CHUNK", 5)
+    problem = rails(6)
+    graph = dp_table.build_graph(problem, contract(problem))
+    family = enumerate_ideals(graph.contraction)
+    layers = dp_table.build_layers(problem)
+    heard = []
+
+    class Watch:
+        def __call__(self, line):
+            heard.append(line)
+
+        def poll(self, message, done, spent, line):
+            heard.append((message.split(",")[0], done))
+
+    data = dp_table.prepare(graph, layers, family, compiled=False, progress=Watch(), label="dp")
+    assert heard == [(f"dp: tables of {k:,}/28 ideals built", k / 28) for k in (5, 10, 15, 20, 25)]
+    assert data.n == 28
+    with pytest.raises(LimitExceededError, match=r"^the time limit ran out while the DP ran \(dp: tables of "
+                                                  r"5/28 ideals built, "):
+        dp_table.prepare(graph, layers, family, compiled=False, progress=deadline_watch(0.0), label="dp")
 
 
 def line(n: int):

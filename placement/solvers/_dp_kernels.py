@@ -176,35 +176,25 @@ def _grow(buf, need):
     return out
 
 
-def family_data(parent, added, values, n_vertices, pred_ptr, pred_idx, touch_ptr, touch_idx, degree, cost,
-                max_entries, store_bits):
-    """Per-ideal data of a family (module docstring): sums, bitset rows (only when ``store_bits``:
-    else ``bits`` has no columns), maxima and cuts.
+def family_data(lo, hi, parent, added, values, pred_ptr, pred_idx, touch_ptr, touch_idx, degree, cost, max_entries,
+                store_bits, sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cut_cost, is_pred):
+    """Per-ideal data of ideals ``lo:hi`` of a family (module docstring), filled in after those before ``lo``:
+    sums, bitset rows (only when ``store_bits``: else ``bits`` has no columns), maxima and cuts, into the arrays
+    :func:`placement.solvers.dp_table.family_arrays` makes (ideal 0, ∅, is all zeros there).
 
     ``values[s]``: the additive quantities of supernode ``s``; ``pred``: predecessors in the
     contracted graph; ``touch[s]``: the cost nodes ``u`` (ascending) with ``s ∈ N[u]``;
-    ``degree[u] = |N[u]|``. Returns ``sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf,
-    cut_count, cut_cost, done``: the maxima of ideal ``i`` are ``max_buf[max_ptr[i]:max_ptr[i + 1]]``,
-    its cut ``cut_buf[cut_ptr[i]:cut_ptr[i + 1]]`` with the counts ``|N[u] ∩ I|`` alongside.
-    The maxima and the cuts together hold one entry per maximal element and cut node of every
-    ideal; once they would hold more than ``max_entries`` the work stops, and ``done`` is the
-    number of ideals filled in (``len(parent)`` when all are).
+    ``degree[u] = |N[u]|``; ``is_pred``: one ``False`` per supernode (scratch, left as it was). The maxima of
+    ideal ``i`` are ``max_buf[max_ptr[i]:max_ptr[i + 1]]``, its cut ``cut_buf[cut_ptr[i]:cut_ptr[i + 1]]`` with
+    the counts ``|N[u] ∩ I|`` alongside in ``cut_count``, and ``Σ c`` over it ``cut_cost[i]``. Returns
+    ``max_buf, cut_buf, cut_count`` (each grown by doubling where it ran out of room: a new array) and ``done``,
+    the first ideal not filled in: ``hi``, or where the maxima and the cuts together would hold more than
+    ``max_entries`` entries (one per maximal element and cut node of every ideal filled in), the work stops.
     """
-    n = parent.shape[0]
     n_values = values.shape[1]
-    words = max(1, (n_vertices + 63) // 64) if store_bits else 0
+    words = bits.shape[1]
     one = np.uint64(1)
-    sums = np.zeros((n, n_values))
-    bits = np.zeros((n, words), dtype=np.uint64)
-    popcount = np.zeros(n, dtype=np.int64)
-    max_ptr = np.zeros(n + 1, dtype=np.int64)
-    cut_ptr = np.zeros(n + 1, dtype=np.int64)
-    cut_cost = np.zeros(n)
-    max_buf = np.empty(2 * n + 16, dtype=np.int64)
-    cut_buf = np.empty(2 * n + 16, dtype=np.int64)
-    cut_count = np.empty(2 * n + 16, dtype=np.int64)
-    is_pred = np.zeros(max(n_vertices, 1), dtype=np.bool_)
-    for i in range(1, n):
+    for i in range(max(lo, 1), hi):
         p = parent[i]
         b = added[i]
         for k in range(n_values):
@@ -220,7 +210,9 @@ def family_data(parent, added, values, n_vertices, pred_ptr, pred_idx, touch_ptr
         start = max_ptr[i]
         if start + cut_ptr[i] + max_ptr[p + 1] - max_ptr[p] + 1 + cut_ptr[p + 1] - cut_ptr[p] \
                 + touch_ptr[b + 1] - touch_ptr[b] > max_entries:
-            return sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cut_cost, i
+            for k in range(pred_ptr[b], pred_ptr[b + 1]):
+                is_pred[pred_idx[k]] = False
+            return max_buf, cut_buf, cut_count, i
         max_buf = _grow(max_buf, start + max_ptr[p + 1] - max_ptr[p] + 1)
         end = start
         for k in range(max_ptr[p], max_ptr[p + 1]):
@@ -262,7 +254,7 @@ def family_data(parent, added, values, n_vertices, pred_ptr, pred_idx, touch_ptr
                 end += 1
         cut_ptr[i + 1] = end
         cut_cost[i] = total
-    return sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cut_cost, n
+    return max_buf, cut_buf, cut_count, hi
 
 
 def dp_range(lo, hi, bits, comp, unsup, mem, mem_lo, memcap, memcap_lo, mem_scale, pays, cutc, cut_lo, cut_hi,

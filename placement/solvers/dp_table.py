@@ -358,6 +358,9 @@ def run_units(comp_t: np.ndarray, n_layers: int, ceiling: float) -> int:
 #: Families of at least this many ideals announce their table build in the progress, and builds
 #: that take at least this many seconds report their time
 LARGE_FAMILY, PREPARE_NOTED_S = 50_000, 1.0
+#: ideals whose data :func:`prepare` makes in one kernel call, between two looks at the deadline and at Ctrl-C
+#: (about 0.3 s on the 2×1000 ladder's 501,501 ideals, where one call for the whole family took 17 s)
+BUILD_CHUNK = 10_000
 
 #: Bytes one entry of the ideals' maxima and cuts (:func:`._dp_kernels.family_data`) takes at most: three
 #: int64 arrays, each grown by doubling, so at most twice the entries and, while one is copied, three times
@@ -502,8 +505,21 @@ def _too_big(n: int, need: float, budget: float, how: str) -> LimitExceededError
         "giving nodes that belong together one colour class, or solve the MILP")
 
 
+def family_arrays(n: int, n_values: int, n_vertices: int, store_bits: bool) -> tuple[np.ndarray, ...]:
+    """The arrays :func:`._dp_kernels.family_data` fills for a family of ``n`` ideals of ``n_vertices``
+    supernodes and ``n_values`` additive quantities, ideal 0 (∅) done: ``sums, bits, popcount, max_ptr, max_buf,
+    cut_ptr, cut_buf, cut_count, cut_cost`` (``bits`` without columns unless ``store_bits``; the buffers of maxima
+    and cuts sized for two entries per ideal, grown as needed) and ``is_pred``, the kernel's scratch."""
+    words = max(1, (n_vertices + 63) // 64) if store_bits else 0
+    return (np.zeros((n, n_values)), np.zeros((n, words), dtype=np.uint64), np.zeros(n, dtype=np.int64),
+            np.zeros(n + 1, dtype=np.int64), np.empty(2 * n + 16, dtype=np.int64), np.zeros(n + 1, dtype=np.int64),
+            np.empty(2 * n + 16, dtype=np.int64), np.empty(2 * n + 16, dtype=np.int64), np.zeros(n),
+            np.zeros(max(n_vertices, 1), dtype=np.bool_))
+
+
 def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
-            compiled: bool | None = None, keep_bits: bool = True) -> SimpleNamespace:
+            compiled: bool | None = None, keep_bits: bool = True, progress: Progress | None = None,
+            label: str = "dp") -> SimpleNamespace:
     """The per-ideal data of a family ``(parent, added)`` of ideals (:mod:`._dp_kernels`) in
     processing order, ready for any number of :func:`fill` runs. ``compiled``: use the
     numba-compiled kernels (``True``), the interpreted ones (``False``), or (``None``) start as
@@ -511,7 +527,11 @@ def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
     (:func:`run_units`; ``data.may_compile``).
     ``keep_bits=False``: a prefix family (:func:`is_prefix_family`) gets no bitset rows (its ideals
     are told apart by their sizes, and a block is a stretch of its order: memory linear in the family
-    instead of quadratic); ``data.prefix`` is then its order."""
+    instead of quadratic); ``data.prefix`` is then its order.
+    The data are made in chunks of :data:`BUILD_CHUNK` ideals, after each of which ``progress``'s ``poll``
+    (:func:`placement.solvers.dp.deadline_watch`) is called, as :func:`fill` calls it, with the share of the
+    family done, and may stop the build by raising; Ctrl-C is heard there too (a family of 501,501 ideals took
+    17 s to build, in one call that heard neither)."""
     parent_of, added = family
     n = len(parent_of)
     n_types = graph.comp.shape[1]
@@ -522,15 +542,24 @@ def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
     values = np.hstack([graph.comp, graph.unsup, graph.mem, graph.mem_lo, graph.pmin]).astype(np.float64)
     budget = memory_budget()
     fixed = check_memory(n, graph, layers, budget, store_bits)
-    sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cutc, done = kernels.family_data(
-        parent_of, added, values, graph.contraction.size, graph.pred_ptr, graph.pred_idx, graph.touch_ptr,
-        graph.touch_idx, graph.degree, graph.cost, int(min((budget - fixed) // BYTES_PER_ENTRY, 2 ** 62)),
-        store_bits)
-    if done < n:   # the entries so far, spread over every ideal at the same rate
-        entries = (max_ptr[done] + cut_ptr[done]) * n / max(done, 1)
-        raise _too_big(n, fixed + entries * BYTES_PER_ENTRY, budget,
-                       f" (after {done:,} ideals, their maxima and cuts, the nodes whose outputs cross each "
-                       f"ideal, held {int(max_ptr[done] + cut_ptr[done]):,} entries)")
+    max_entries = int(min((budget - fixed) // BYTES_PER_ENTRY, 2 ** 62))
+    sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cutc, is_pred = family_arrays(
+        n, values.shape[1], graph.contraction.size, store_bits)
+    started = last = time.perf_counter()
+    done = 0
+    while done < n:
+        hi = min(n, done + BUILD_CHUNK)
+        max_buf, cut_buf, cut_count, done = kernels.family_data(
+            done, hi, parent_of, added, values, graph.pred_ptr, graph.pred_idx, graph.touch_ptr, graph.touch_idx,
+            graph.degree, graph.cost, max_entries, store_bits, sums, bits, popcount, max_ptr, max_buf, cut_ptr,
+            cut_buf, cut_count, cutc, is_pred)
+        if done < hi:   # the entries so far, spread over every ideal at the same rate
+            entries = (max_ptr[done] + cut_ptr[done]) * n / max(done, 1)
+            raise _too_big(n, fixed + entries * BYTES_PER_ENTRY, budget,
+                           f" (after {done:,} ideals, their maxima and cuts, the nodes whose outputs cross each "
+                           f"ideal, held {int(max_ptr[done] + cut_ptr[done]):,} entries)")
+        if progress is not None and done < n:
+            last = _told(progress, f"{label}: tables of {done:,}/{n:,} ideals built", done / n, started, last)
     per_type, unsup = sums[:, :n_types], sums[:, n_types:2 * n_types]
     mem, mem_lo, pmin = sums[:, 2 * n_types], sums[:, 2 * n_types + 1], sums[:, 2 * n_types + 2]
     # Processing order: by compute on the first type, then size (a linear extension of ⊆).
@@ -601,7 +630,6 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
     inside = np.zeros(len(graph.degree), dtype=np.int64)   # the kernel's counts of a growing block (all 0 between)
     # a fiftieth of the family, or 256 ideals, and fewer where each ideal has many layers to fill
     chunk = max(1, min(max(256, n // 50), STATES_PER_CHUNK // n_layers))
-    poll = getattr(progress, "poll", None)   # a deadline check between progress lines (dp.deadline_watch)
     kernel = K.range_kernel(n_layers, stages is not None)
     above = layers.above if kernel == "dp_range_classes" else None
     if data.may_compile:
@@ -637,18 +665,29 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
         if examined > 0:
             pairs = max(FIRST_PAIRS, min(8 * pairs, int(examined * CHUNK_S / took)))
         lo = hi
-        if progress is None:
-            continue
-        where = (f"{label}: {hi:,}/{n:,} ideals ({100 * hi / n:.0f}%), "
-                 f"{int(counters[K.EVALUATED]):,} blocks evaluated, {now - start:.1f} s")
-        line = now - last > max(1.0, (now - start) / 10)   # a line a second, then one per tenth of the time so far
-        if line:
-            last = now
-        if poll is not None:   # with the share of the table done and its seconds (its pace), and the line
-            poll(where, hi / n, now - start, line)
-        elif line:
-            progress(where)
+        if progress is not None:
+            last = _told(progress, f"{label}: {hi:,}/{n:,} ideals ({100 * hi / n:.0f}%), "
+                                   f"{int(counters[K.EVALUATED]):,} blocks evaluated", hi / n, start, last, now)
     return Table(data.bits, dp, parent, choice, counters, full, popcount, data.prefix)
+
+
+def _told(progress: Progress, where: str, done: float, start: float, last: float, now: float | None = None) -> float:
+    """After a chunk of a table's work begun at ``start`` (``time.perf_counter()`` values), ``done`` the share of
+    it done and ``where`` what that is: a line through ``progress`` a second, then one per tenth of the time so far,
+    the last at ``last``, with its seconds; where ``progress`` has a ``poll`` method (:func:`.dp.deadline_watch`),
+    that is called instead, every chunk, with the share and the seconds (the pace) and whether a line is due,
+    and may stop the run by raising. Returns the time of the last line."""
+    now = time.perf_counter() if now is None else now
+    where = f"{where}, {now - start:.1f} s"
+    line = now - last > max(1.0, (now - start) / 10)
+    if line:
+        last = now
+    poll = getattr(progress, "poll", None)
+    if poll is not None:
+        poll(where, done, now - start, line)
+    elif line:
+        progress(where)
+    return last
 
 
 def _move_to_compiled(data: SimpleNamespace, units: int, progress: Progress | None, kernel: str) -> None:
@@ -699,7 +738,7 @@ def best_plan(problem: Instance, graph: Graph, layers: Layers, family: tuple[np.
     started = time.perf_counter()
     if progress is not None and len(family[0]) >= LARGE_FAMILY:
         progress(f"{label}: building the tables of {len(family[0]):,} ideals (sums, maxima, cuts)")
-    data = prepare(graph, layers, family, compiled, keep_bits=False)
+    data = prepare(graph, layers, family, compiled, keep_bits=False, progress=progress, label=label)
     if progress is not None and time.perf_counter() - started >= PREPARE_NOTED_S:
         progress(f"{label}: tables built in {time.perf_counter() - started:.1f} s")
     for i, ceiling in enumerate(ceilings, 1):
