@@ -20,7 +20,7 @@ from os import PathLike
 from typing import Any, Callable, Iterator, Mapping
 
 from placement.errors import InvalidParameterError, LimitExceededError
-from placement.io.plans import as_plan
+from placement.io.plans import as_plan, made_for_text
 from placement.loading import as_loaded, is_piper, loaded_as_overridden, override_devices
 from placement.parameters import callback, flag, integer, keywords_checked, number, one_of, shown
 from placement.result import Verification
@@ -216,7 +216,7 @@ def _verify_parallel(instance: Any, plan: Any, ledger: bool) -> Any:
     notes = refuted_claims(_parallel_record(plan), verified)
     made_for = parallel_plan_made_for(plan, instance.name)
     if made_for is not None:
-        notes.insert(0, f"the plan was made for instance {made_for!r}, not {instance.name!r}")
+        notes.insert(0, made_for_text("the plan", made_for, instance.name))
     return replace(verified, notes=tuple(notes))
 
 
@@ -248,8 +248,8 @@ def _naming_the_instance(made_for: str | None, instance_name: str, named: str) -
     except InvalidParameterError as exc:
         if made_for is None or exc.parameter != "plan":
             raise
-        raise InvalidParameterError("plan", f"{exc.detail} (the {named} was made for instance {made_for!r}, not "
-                                            f"{instance_name!r})") from exc
+        raise InvalidParameterError("plan", f"{exc.detail} ({made_for_text(f'the {named}', made_for, instance_name)})"
+                                    ) from exc
 
 
 def _loaded_for_check(instance: Any, plan: Any, accelerators: Any, cpus: Any, memory: Any) -> tuple[Any, Any]:
@@ -379,8 +379,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
             return simulated
         from dataclasses import replace
 
-        made = f"the plan was made for instance {made_for!r}, not {loaded.name!r}"
-        return replace(simulated, notes=(made,) + simulated.notes)
+        return replace(simulated, notes=(made_for_text("the plan", made_for, loaded.name),) + simulated.notes)
     unused = next((name for name, value in parallel.items() if value is not None), None)
     if unused is not None:
         raise InvalidParameterError(unused, "applies to Piper instances only (data- and tensor-parallel stages)")

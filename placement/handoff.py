@@ -84,8 +84,8 @@ def split(instance: str | PathLike[str] | Mapping[str, Any], plan: Any, *, forma
     from placement.api import solved_devices
     from placement.io.exporters import deepspeed_notes, in_pipeline_order, read_layout
     from placement.io.megatron import megatron_notes
-    from placement.io.plans import (PlanFile, as_plan, made_for_another, plan_error, read_overrides, read_plan_file,
-                                    refuse_json_text)
+    from placement.io.plans import (PlanFile, as_plan, made_for_another, made_for_text, plan_error, read_overrides,
+                                    read_plan_file, refuse_json_text)
     from placement.loading import as_instance, loaded_with_document
     from placement.parameters import one_of
 
@@ -105,7 +105,7 @@ def split(instance: str | PathLike[str] | Mapping[str, Any], plan: Any, *, forma
     named = "plan file" if isinstance(plan, PlanFile) else "plan"
     other = made_for_another(plan, problem.name)
     if other is not None:
-        notes.append(f"the {named} was made for instance {other!r}, not {problem.name!r}")
+        notes.append(made_for_text(f"the {named}", other, problem.name))
     taken, unread = read_overrides(plan)
     if taken or unread:   # a record it cannot read is refused there, as verify and simulate refuse it
         problem = solved_devices(problem, plan, None, None, None)

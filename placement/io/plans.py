@@ -398,7 +398,7 @@ def record_notes(plan: object, objective: str, value: float | None, instance_nam
             and bound > value * (1 + CLAIM_REL) + CLAIM_ABS):
         notes.append(f"{source} claims a lower bound of {bound:.10g}, above the verified value {value:.10g}")
     if claims.instance is not None:
-        notes.append(f"{source} was made for instance {claims.instance!r}, not {instance_name!r}")
+        notes.append(made_for_text(source, claims.instance, instance_name))
     stages = recorded_stages(record)
     if stages is not None and stages != non_empty:
         notes.append(f"{source} records a solve into exactly {stages} non-empty stage{'s' if stages > 1 else ''}; "
@@ -473,6 +473,12 @@ def made_for_another(plan: object, instance_name: str) -> str | None:
     ``instance_name``; else ``None``. An unnamed instance (``""``: one loaded from a mapping) names
     nothing to compare with, so no record is refuted by it."""
     return another_name(_recorded(plan, "instance", "instance"), instance_name)
+
+
+def made_for_text(what: str, other: str, instance_name: str) -> str:
+    """What a note says of ``what`` (``the plan``, ``the plan file``, ``the split``) made for the instance named
+    ``other`` (:func:`made_for_another`) and checked on the one named ``instance_name``."""
+    return f"{what} was made for instance {other!r}, not {instance_name!r}"
 
 
 def another_name(named: object, instance_name: str) -> str | None:

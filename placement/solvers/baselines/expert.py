@@ -25,7 +25,7 @@ from typing import Any
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
-from placement.io.plans import as_plan, made_for_another
+from placement.io.plans import as_plan, made_for_another, made_for_text
 from placement.solution import Solution
 from placement.solvers.baselines.common import THROUGHPUT, check_objective, throughput_solution
 from placement.verification.evaluate import evaluate, with_inferred
@@ -49,7 +49,7 @@ def solve_expert(problem: Instance, **options: Any) -> Solution:
     notes = []
     other = made_for_another(split, problem.name)   # after reading it: a pipe is read once, by as_plan
     if other is not None:
-        notes.append(f"the split was made for instance {other!r}, not {problem.name!r}")
+        notes.append(made_for_text("the split", other, problem.name))
     if any(dev.b_tasks or dev.w_tasks for dev in listed.devices):
         notes.append("the split's b_tasks and w_tasks are not read: method 'expert' evaluates the plan with joint "
                      "backward nodes (verify with backward='split' checks a split-backward plan)")
