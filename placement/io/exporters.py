@@ -62,7 +62,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, Sequence
+from typing import Any, Iterable, NoReturn, Sequence
 
 from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.io.plans import as_plan
@@ -254,7 +254,7 @@ def _check_module_names(nodes: Sequence[LayoutNode], about: dict) -> None:
     other = about.get("other_modules")
     if other is not None and (not isinstance(other, list) or not all(isinstance(v, str) for v in other)):
         raise InvalidInstanceError("field 'about.other_modules' must be an array of strings")
-    known = {fqn for node in nodes if node.module for fqn in (*_enclosing(node.module), node.module)}
+    known = named_modules(node.module for node in nodes)
     known |= set(other or ())   # never '', the model itself, whose operators outside every module no call begins
     cut = other is None and about.get("module_depth", 0) is not None   # may list modules inside a node's
     first_node = {node.module: node.id for node in reversed(nodes)}   # the first node of each module
@@ -601,6 +601,13 @@ def split_points(layout: Layout, plan: Plan) -> list[str]:
                                  "once begins")
         points.append(first.starts[0])
     return points
+
+
+def named_modules(modules: Iterable[str]) -> set[str]:
+    """The modules ``modules`` name (dotted paths; ``''``, the model itself, names none) and every module they lie
+    in: the modules of the model a node's module attests (:func:`_check_module_names`, and the import's
+    :func:`placement.io.opgraph.other_modules`, which lists the others)."""
+    return {fqn for module in modules if module for fqn in (*_enclosing(module), module)}
 
 
 def _enclosing(module: str) -> list[str]:

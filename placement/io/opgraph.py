@@ -745,8 +745,9 @@ def other_modules(pg: PlacementGraph) -> list[str]:
     lies in by name (``h.4`` for ``h.4.ln_1``): a module whose forward only calls a module it was passed, or one
     below the level a module path is cut to. An instance records them, so that a module name a node lists where
     its call begins (``starts``) is one of the model's (:func:`placement.io.exporters.layout_from_instance`)."""
-    named = {".".join(parts[:k]) for node in pg.nodes for parts in [node.module.split(".") if node.module else []]
-             for k in range(1, len(parts) + 1)}
+    from placement.io.exporters import named_modules
+
+    named = named_modules(node.module for node in pg.nodes)
     return list(dict.fromkeys(fqn for op in pg.graph.ops for fqn in op.module_path if fqn not in named))
 
 
